@@ -1,0 +1,196 @@
+#include "core/config.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <functional>
+#include <vector>
+
+extern char** environ;
+
+namespace zen {
+namespace {
+
+Result<int64_t> parseInt(const std::string& name, const std::string& text, int64_t lo, int64_t hi) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno != 0 || v < lo || v > hi) {
+    return ZEN_ERROR(StatusCode::kInvalidArgument, "{}='{}': expected an integer in [{}, {}]", name,
+                     text, lo, hi);
+  }
+  return static_cast<int64_t>(v);
+}
+
+Result<double> parseDouble(const std::string& name, const std::string& text, double lo, double hi) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || errno != 0 || !(v >= lo && v <= hi)) {
+    return ZEN_ERROR(StatusCode::kInvalidArgument, "{}='{}': expected a number in [{}, {}]", name,
+                     text, lo, hi);
+  }
+  return v;
+}
+
+Result<bool> parseBool(const std::string& name, const std::string& text) {
+  if (text == "1" || text == "true" || text == "TRUE" || text == "yes") return true;
+  if (text == "0" || text == "false" || text == "FALSE" || text == "no") return false;
+  return ZEN_ERROR(StatusCode::kInvalidArgument, "{}='{}': expected 0/1/true/false", name, text);
+}
+
+Result<Scheme> parseScheme(const std::string& text) {
+  for (Scheme s : {Scheme::kAuto, Scheme::kZen, Scheme::kHc, Scheme::kAgSparse, Scheme::kBlocks,
+                   Scheme::kDense}) {
+    if (text == schemeName(s)) return s;
+  }
+  return ZEN_ERROR(StatusCode::kInvalidArgument,
+                   "ZEN_SCHEME='{}': expected auto, zen, hc, agsparse, blocks or dense", text);
+}
+
+Result<std::string> parseLogLevel(const std::string& text) {
+  for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+    if (text == level) return text;
+  }
+  return ZEN_ERROR(StatusCode::kInvalidArgument,
+                   "ZEN_LOG_LEVEL='{}': expected trace, debug, info, warn, error, critical or off",
+                   text);
+}
+
+using Setter = std::function<Status(Config&, const std::string& name, const std::string& value)>;
+
+Setter intField(std::optional<int> Config::*field, int64_t lo) {
+  return [field, lo](Config& c, const std::string& name, const std::string& v) {
+    ZEN_ASSIGN_OR_RETURN(int64_t x, parseInt(name, v, lo, 1 << 30));
+    c.*field = static_cast<int>(x);
+    return Status::ok();
+  };
+}
+
+Setter doubleField(double Config::*field, double lo, double hi) {
+  return [field, lo, hi](Config& c, const std::string& name, const std::string& v) {
+    ZEN_ASSIGN_OR_RETURN(c.*field, parseDouble(name, v, lo, hi));
+    return Status::ok();
+  };
+}
+
+Setter stringField(std::string Config::*field) {
+  return [field](Config& c, const std::string&, const std::string& v) {
+    c.*field = v;
+    return Status::ok();
+  };
+}
+
+const std::map<std::string, Setter>& setters() {
+  // Function-local and immutable: the table of known names, not mutable global state.
+  static const std::map<std::string, Setter> table = {
+      {"ZEN_RANK", intField(&Config::rank, 0)},
+      {"ZEN_SIZE", intField(&Config::size, 1)},
+      {"ZEN_LOCAL_RANK", intField(&Config::localRank, 0)},
+      {"ZEN_LOCAL_SIZE", intField(&Config::localSize, 1)},
+      {"ZEN_CROSS_RANK", intField(&Config::crossRank, 0)},
+      {"ZEN_CROSS_SIZE", intField(&Config::crossSize, 1)},
+      {"ZEN_CONTROLLER_ADDR", stringField(&Config::controllerAddr)},
+      {"ZEN_SECRET", stringField(&Config::secret)},
+      {"ZEN_FUSION_THRESHOLD",
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.fusionThresholdBytes, parseInt(n, v, 0, int64_t{1} << 40));
+         return Status::ok();
+       }},
+      {"ZEN_CYCLE_TIME", doubleField(&Config::cycleTimeMs, 0.0, 10000.0)},
+      {"ZEN_CACHE_CAPACITY",
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(int64_t x, parseInt(n, v, 0, 1 << 24));
+         c.cacheCapacity = static_cast<int>(x);
+         return Status::ok();
+       }},
+      {"ZEN_TIMELINE", stringField(&Config::timeline)},
+      {"ZEN_TIMELINE_MARK_CYCLES",
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.timelineMarkCycles, parseBool(n, v));
+         return Status::ok();
+       }},
+      {"ZEN_STALL_CHECK_TIME_SECONDS", doubleField(&Config::stallCheckSeconds, 0.0, 1e7)},
+      {"ZEN_STALL_SHUTDOWN_TIME_SECONDS", doubleField(&Config::stallShutdownSeconds, 0.0, 1e7)},
+      {"ZEN_TIMEOUT", doubleField(&Config::timeoutSeconds, 0.001, 1e7)},
+      {"ZEN_LOG_LEVEL",
+       [](Config& c, const std::string&, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.logLevel, parseLogLevel(v));
+         return Status::ok();
+       }},
+      {"ZEN_SCHEME",
+       [](Config& c, const std::string&, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.scheme, parseScheme(v));
+         return Status::ok();
+       }},
+      {"ZEN_HASH_FUNCTIONS",
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(int64_t x, parseInt(n, v, 1, 8));
+         c.hashFunctions = static_cast<int>(x);
+         return Status::ok();
+       }},
+      {"ZEN_HASH_MEMORY_FACTOR", doubleField(&Config::hashMemoryFactor, 0.25, 64.0)},
+      {"ZEN_SEED",
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(int64_t x, parseInt(n, v, 0, INT64_MAX));
+         c.seed = static_cast<uint64_t>(x);
+         return Status::ok();
+       }},
+      {"ZEN_THREADS",
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(int64_t x, parseInt(n, v, 0, 1024));
+         c.threads = static_cast<int>(x);
+         return Status::ok();
+       }},
+  };
+  return table;
+}
+
+}  // namespace
+
+const char* schemeName(Scheme scheme) {
+  switch (scheme) {
+    case Scheme::kAuto:
+      return "auto";
+    case Scheme::kZen:
+      return "zen";
+    case Scheme::kHc:
+      return "hc";
+    case Scheme::kAgSparse:
+      return "agsparse";
+    case Scheme::kBlocks:
+      return "blocks";
+    case Scheme::kDense:
+      return "dense";
+  }
+  return "unknown";
+}
+
+Result<Config> Config::parse(const std::map<std::string, std::string>& env) {
+  Config config;
+  for (const auto& [name, value] : env) {
+    if (name.rfind("ZEN_", 0) != 0) continue;
+    auto it = setters().find(name);
+    if (it == setters().end()) {
+      return ZEN_ERROR(StatusCode::kInvalidArgument,
+                       "unknown variable {} (see docs/architecture.md for the ZEN_* list)", name);
+    }
+    ZEN_RETURN_IF_ERROR(it->second(config, name, value));
+  }
+  if (config.rank && config.size && *config.rank >= *config.size) {
+    return ZEN_ERROR(StatusCode::kInvalidArgument, "ZEN_RANK={} is not below ZEN_SIZE={}",
+                     *config.rank, *config.size);
+  }
+  return config;
+}
+
+Result<Config> Config::fromEnvironment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const size_t eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  return parse(env);
+}
+
+}  // namespace zen

@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+
+namespace zen {
+
+// Which sparse allreduce algorithm runs (ZEN_SCHEME).
+enum class Scheme : uint8_t { kAuto, kZen, kHc, kAgSparse, kBlocks, kDense };
+const char* schemeName(Scheme scheme);
+
+// Every ZEN_* variable, parsed once (CONVENTIONS.md §6: no getenv anywhere else). Unknown
+// ZEN_* names and bad values are errors, so a typo never silently falls back to a default.
+struct Config {
+  // Launch (set by zenrun or derived from the MPI environment when absent).
+  std::optional<int> rank, size, localRank, localSize, crossRank, crossSize;
+  std::string controllerAddr;  // host:port of rank 0's control channel
+  std::string secret;          // per-job secret checked on every TCP connection
+
+  // Runtime knobs, defaults as Horovod's where they overlap.
+  int64_t fusionThresholdBytes = int64_t{128} << 20;
+  double cycleTimeMs = 1.0;
+  int cacheCapacity = 1024;
+  std::string timeline;  // file path, "DYNAMIC", or empty (off)
+  bool timelineMarkCycles = false;
+  double stallCheckSeconds = 60.0;
+  double stallShutdownSeconds = 0.0;  // 0 = never shut down on a stall
+  double timeoutSeconds = 30.0;       // bounded waits on peers
+  std::string logLevel = "warn";
+  Scheme scheme = Scheme::kAuto;
+
+  // Algorithm 1.
+  int hashFunctions = 3;
+  double hashMemoryFactor = 1.5;  // r1 = factor * expected per-partition nnz
+  uint64_t seed = 0x5eed2e2ULL;
+  int threads = 0;  // CPU worker threads, 0 = hardware concurrency
+
+  // Parses a snapshot of the environment; only ZEN_* names are looked at.
+  static Result<Config> parse(const std::map<std::string, std::string>& env);
+  // Reads the process environment once and parses it.
+  static Result<Config> fromEnvironment();
+};
+
+}  // namespace zen

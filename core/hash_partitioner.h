@@ -1,0 +1,52 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/hash.h"
+#include "core/index_map.h"
+#include "core/push_lists.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+
+namespace zen {
+
+struct HashPartitionOptions {
+  int hashFunctions = 3;        // k level-2 probes (ZEN_HASH_FUNCTIONS)
+  double memoryFactor = 1.5;    // r1 = memoryFactor * nnz / n parallel slots per partition
+  double serialFraction = 0.1;  // r2 = serialFraction * r1 (+ a floor) serial slots
+  uint64_t seed = 0x5eed2e2ULL; // level-2 hash seed (level 1 lives in the IndexMap)
+};
+
+// Algorithm 1 (ALGORITHMS.md §3): data-independent hierarchical hashing, the Push
+// partitioner. Level 1 is IndexMap::place (owner + local position); level 2 claims a slot in
+// the owner's parallel memory with compare-exchange over k probes, then appends to a bounded
+// serial memory, then to an overflow list: nothing is ever dropped. Duplicate indices on this
+// rank are summed (in the accumulator type). Scratch memory is kept and reused across calls.
+class HashPartitioner {
+ public:
+  HashPartitioner(const IndexMap& map, HashPartitionOptions options, ThreadPool* pool);
+
+  // Splits `in` into per-owner lists. Fails (nothing written) on an index out of range.
+  Status partition(const SparseView& in, PushLists* out, PartitionStats* stats = nullptr);
+
+  size_t scratchBytes() const;
+
+ private:
+  IndexMap map_;
+  HashPartitionOptions options_;
+  HashFamily hashes_;
+  ThreadPool* pool_;
+  // Sized for the largest input so far.
+  std::unique_ptr<std::atomic<uint64_t>[]> slots_;  // parallel memory, numParts * r1
+  size_t slotCapacity_ = 0;
+  std::vector<uint64_t> slotOf_;  // per input entry: its slot, serial or overflow tag
+  std::vector<int64_t> claimer_;  // per parallel slot: the input entry that claimed it
+  std::vector<int64_t> serial_;   // numParts * r2 input entries
+  std::unique_ptr<std::atomic<int64_t>[]> serialCount_;
+};
+
+}  // namespace zen

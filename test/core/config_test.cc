@@ -1,0 +1,83 @@
+#include "core/config.h"
+
+#include <gtest/gtest.h>
+
+namespace zen {
+namespace {
+
+TEST(Config, DefaultsMatchTheDocumentedValues) {
+  const auto c = Config::parse({{"PATH", "/bin"}, {"HOME", "/root"}});
+  ASSERT_TRUE(c.isOk()) << c.status().toString();
+  EXPECT_EQ(c.value().fusionThresholdBytes, 128 << 20);
+  EXPECT_DOUBLE_EQ(c.value().cycleTimeMs, 1.0);
+  EXPECT_EQ(c.value().cacheCapacity, 1024);
+  EXPECT_EQ(c.value().hashFunctions, 3);
+  EXPECT_EQ(c.value().scheme, Scheme::kAuto);
+  EXPECT_FALSE(c.value().rank.has_value());
+}
+
+TEST(Config, ParsesEveryKnob) {
+  const auto c = Config::parse({{"ZEN_RANK", "2"},
+                                {"ZEN_SIZE", "4"},
+                                {"ZEN_FUSION_THRESHOLD", "1048576"},
+                                {"ZEN_CYCLE_TIME", "0.5"},
+                                {"ZEN_SCHEME", "hc"},
+                                {"ZEN_HASH_FUNCTIONS", "4"},
+                                {"ZEN_HASH_MEMORY_FACTOR", "2"},
+                                {"ZEN_TIMELINE", "/tmp/t.json"},
+                                {"ZEN_TIMELINE_MARK_CYCLES", "1"},
+                                {"ZEN_LOG_LEVEL", "debug"},
+                                {"ZEN_TIMEOUT", "5"}});
+  ASSERT_TRUE(c.isOk()) << c.status().toString();
+  EXPECT_EQ(*c.value().rank, 2);
+  EXPECT_EQ(*c.value().size, 4);
+  EXPECT_EQ(c.value().fusionThresholdBytes, 1 << 20);
+  EXPECT_DOUBLE_EQ(c.value().cycleTimeMs, 0.5);
+  EXPECT_EQ(c.value().scheme, Scheme::kHc);
+  EXPECT_EQ(c.value().hashFunctions, 4);
+  EXPECT_DOUBLE_EQ(c.value().hashMemoryFactor, 2.0);
+  EXPECT_EQ(c.value().timeline, "/tmp/t.json");
+  EXPECT_TRUE(c.value().timelineMarkCycles);
+  EXPECT_EQ(c.value().logLevel, "debug");
+  EXPECT_DOUBLE_EQ(c.value().timeoutSeconds, 5.0);
+}
+
+struct BadCase {
+  const char* name;
+  const char* value;
+  const char* expect;  // a piece of the message
+};
+
+class ConfigRejects : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ConfigRejects, WithAMessageNamingTheVariable) {
+  const auto c = Config::parse({{GetParam().name, GetParam().value}});
+  ASSERT_FALSE(c.isOk());
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find(GetParam().expect), std::string::npos)
+      << c.status().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BadValues,
+    ConfigRejects,
+    ::testing::Values(BadCase{"ZEN_HASH_FUNCTIONS", "0", "ZEN_HASH_FUNCTIONS='0'"},
+                      BadCase{"ZEN_HASH_FUNCTIONS", "9", "[1, 8]"},
+                      BadCase{"ZEN_CYCLE_TIME", "fast", "ZEN_CYCLE_TIME='fast'"},
+                      BadCase{"ZEN_FUSION_THRESHOLD", "-1", "ZEN_FUSION_THRESHOLD"},
+                      BadCase{"ZEN_FUSION_THRESHOLD", "12MB", "expected an integer"},
+                      BadCase{"ZEN_SCHEME", "omni", "expected auto, zen"},
+                      BadCase{"ZEN_LOG_LEVEL", "loud", "ZEN_LOG_LEVEL='loud'"},
+                      BadCase{"ZEN_TIMELINE_MARK_CYCLES", "maybe", "expected 0/1"},
+                      BadCase{"ZEN_FUSION_THRESHOLDD", "1",
+                              "unknown variable ZEN_FUSION_THRESHOLDD"},
+                      BadCase{"ZEN_RANK", "x", "ZEN_RANK='x'"}));
+
+TEST(Config, RankMustBeBelowSize) {
+  const auto c = Config::parse({{"ZEN_RANK", "4"}, {"ZEN_SIZE", "4"}});
+  ASSERT_FALSE(c.isOk());
+  EXPECT_NE(c.status().message().find("ZEN_RANK=4 is not below ZEN_SIZE=4"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zen

@@ -1,0 +1,80 @@
+#include "core/index_map.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <vector>
+
+#include "core/hash.h"
+
+namespace zen {
+namespace {
+
+TEST(FeistelPermutation, IsABijectionOnEveryDomainSize) {
+  for (uint64_t domain : {1ull, 2ull, 3ull, 7ull, 8ull, 100ull, 1000ull, 4097ull, 65536ull}) {
+    const FeistelPermutation perm(domain, 42);
+    std::vector<bool> seen(domain, false);
+    for (uint64_t x = 0; x < domain; ++x) {
+      const uint64_t y = perm.forward(x);
+      ASSERT_LT(y, domain);
+      ASSERT_FALSE(seen[y]) << "domain " << domain << " collision at " << x;
+      seen[y] = true;
+      ASSERT_EQ(perm.inverse(y), x);
+    }
+  }
+}
+
+TEST(FeistelPermutation, SeedChangesThePermutation) {
+  const FeistelPermutation a(1 << 20, 1), b(1 << 20, 2);
+  int same = 0;
+  for (uint64_t x = 0; x < 1000; ++x) same += a.forward(x) == b.forward(x);
+  EXPECT_LT(same, 5);
+}
+
+TEST(IndexMap, PlaceAndIndexOfAreInverse) {
+  for (int parts : {1, 2, 3, 7, 16}) {
+    for (uint64_t rows : {1ull, 5ull, 17ull, 1000ull, 12345ull}) {
+      const IndexMap map(rows, parts, 7);
+      uint64_t total = 0;
+      for (int p = 0; p < parts; ++p) total += map.partSize(p);
+      ASSERT_EQ(total, rows);
+      for (uint64_t idx = 0; idx < rows; ++idx) {
+        const auto pl = map.place(idx);
+        ASSERT_LT(pl.owner, static_cast<uint32_t>(parts));
+        ASSERT_LT(pl.pos, map.partSize(pl.owner));
+        ASSERT_EQ(map.indexOf(pl.owner, pl.pos), idx);
+      }
+    }
+  }
+}
+
+TEST(IndexMap, EveryPartButTheTailIsAWholeNumberOfBytes) {
+  const IndexMap map(10'000'001, 16, 3);
+  uint64_t bitmapBytes = 0;
+  for (int p = 0; p < 16; ++p) bitmapBytes += (map.partSize(p) + 7) / 8;
+  EXPECT_EQ(bitmapBytes, (10'000'001ull + 7) / 8);
+}
+
+TEST(IndexMap, OwnersAreBalancedEvenForContiguousSkewedIndices) {
+  // All indices in the first 1% of the range: range partitioning would give one owner all.
+  const int parts = 16;
+  const IndexMap map(10'000'000, parts, 11);
+  std::vector<int64_t> load(parts, 0);
+  for (uint64_t idx = 0; idx < 100'000; ++idx) ++load[map.owner(idx)];
+  const auto mx = *std::max_element(load.begin(), load.end());
+  EXPECT_LT(static_cast<double>(mx) / (100'000.0 / parts), 1.1);
+}
+
+TEST(HashFamily, ProbesAreIndependentAndInRange) {
+  const HashFamily h(3, 9);
+  int agree = 0;
+  for (uint64_t idx = 0; idx < 10000; ++idx) {
+    for (int i = 0; i < 3; ++i) ASSERT_LT(h.probe(i, idx, 1000), 1000u);
+    agree += h.probe(0, idx, 1000) == h.probe(1, idx, 1000);
+  }
+  EXPECT_LT(agree, 50);  // ~10 expected by chance
+}
+
+}  // namespace
+}  // namespace zen
