@@ -15,10 +15,10 @@
 namespace zen {
 
 struct HashPartitionOptions {
-  int hashFunctions = 3;        // k level-2 probes (ZEN_HASH_FUNCTIONS)
-  double memoryFactor = 1.5;    // r1 = memoryFactor * nnz / n parallel slots per partition
-  double serialFraction = 0.1;  // r2 = serialFraction * r1 (+ a floor) serial slots
-  uint64_t seed = 0x5eed2e2ULL; // level-2 hash seed (level 1 lives in the IndexMap)
+  int hashFunctions = 3;         // k level-2 probes (ZEN_HASH_FUNCTIONS)
+  double memoryFactor = 1.5;     // r1 = memoryFactor * nnz / n parallel slots per partition
+  double serialFraction = 0.1;   // r2 = serialFraction * r1 (+ a floor) serial slots
+  uint64_t seed = 0x5eed2e2ULL;  // level-2 hash seed (level 1 lives in the IndexMap)
 };
 
 // Algorithm 1 (ALGORITHMS.md §3): data-independent hierarchical hashing, the Push
@@ -36,17 +36,33 @@ class HashPartitioner {
   size_t scratchBytes() const;
 
  private:
+  struct Sizing {
+    int64_t r1 = 0;  // parallel slots per partition
+    int64_t r2 = 0;  // serial entries per partition
+  };
+  Sizing sizeFor(int64_t nnz) const;
+  void reserve(const Sizing& sizing, int64_t nnz, int64_t tasks);
+  // Phase A: claim slots; returns the first out-of-range entry or -1.
+  int64_t claim(const SparseView& in, const Sizing& sizing, int64_t tasks);
+  // Phase B: per-partition counts, offsets, positions and first rows.
+  void compact(const SparseView& in, const Sizing& sizing, PushLists* out, PartitionStats* stats);
+  // Phase C: sum the rows of repeated indices in the accumulator type.
+  void mergeDuplicates(const SparseView& in, const Sizing& sizing, PushLists* out);
+
   IndexMap map_;
   HashPartitionOptions options_;
   HashFamily hashes_;
   ThreadPool* pool_;
-  // Sized for the largest input so far.
-  std::unique_ptr<std::atomic<uint64_t>[]> slots_;  // parallel memory, numParts * r1
+  // Scratch, sized for the largest input so far and reused across calls.
+  std::unique_ptr<std::atomic<uint32_t>[]> slots_;  // numParts * r1: local position or kEmpty
   size_t slotCapacity_ = 0;
-  std::vector<uint64_t> slotOf_;  // per input entry: its slot, serial or overflow tag
-  std::vector<int64_t> claimer_;  // per parallel slot: the input entry that claimed it
-  std::vector<int64_t> serial_;   // numParts * r2 input entries
+  std::vector<int64_t> claimer_;  // per slot: the input entry that claimed it
+  std::vector<int64_t> serial_;   // numParts * r2: input entries that found k slots taken
   std::unique_ptr<std::atomic<int64_t>[]> serialCount_;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> taskDuplicates_;  // (slot, entry)
+  std::vector<std::vector<int64_t>> taskOverflow_;                        // entries
+  std::vector<std::vector<std::pair<uint32_t, int64_t>>> spill_;          // per part: (pos, entry)
+  std::vector<int64_t> sliceCount_;
 };
 
 }  // namespace zen
