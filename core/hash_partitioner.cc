@@ -2,7 +2,8 @@
 //
 // Steps for nnz input entries and n partitions:
 //   A. claim   (parallel over entries): (owner, pos) = IndexMap::place(idx); try k slots
-//      h_1..h_k(pos) of the owner's parallel memory with compare-exchange(kEmpty -> pos).
+//      h_1..h_k(pos) of the owner's parallel memory with compare-exchange(kEmpty ->
+//      pos:entry), one 8-byte word so the claim and its claimer cost one cache line.
 //      A slot already holding pos is a duplicate on this rank (summed in C). After k
 //      failures append to the owner's bounded serial memory; past it, to an overflow list.
 //   B. compact (parallel over slices of slots): count, prefix-sum into per-owner offsets,
@@ -10,7 +11,7 @@
 //      position and coalesced per owner.
 //   C. merge   (parallel over duplicate groups): sum every repeated index's rows, in entry
 //      order, in the accumulator type.
-// Cost: one pass over the entries plus one over 1.5x nnz slots. Scratch: 4 + 8 bytes per slot
+// Cost: one pass over the entries plus one over 1.5x nnz slots. Scratch: 8 bytes per slot
 // (r1 = memoryFactor * nnz / n per owner) + 8 per serial entry, reused across calls.
 // Wire bytes produced for owner p: count(p) * (4 + rowBytes).
 #include "core/hash_partitioner.h"
@@ -25,10 +26,24 @@
 namespace zen {
 namespace {
 
-constexpr uint32_t kEmpty = std::numeric_limits<uint32_t>::max();  // never a position
+// A slot is (local position << 32 | claiming entry); all-ones is no position, so EMPTY.
+constexpr uint64_t kEmpty = std::numeric_limits<uint64_t>::max();
+constexpr uint64_t kMaxEntries = std::numeric_limits<uint32_t>::max();
+
+uint64_t packSlot(uint32_t pos, int64_t entry) {
+  return (static_cast<uint64_t>(pos) << 32) | static_cast<uint64_t>(entry);
+}
+uint32_t slotPos(uint64_t slot) {
+  return static_cast<uint32_t>(slot >> 32);
+}
+int64_t slotEntry(uint64_t slot) {
+  return static_cast<int64_t>(slot & 0xffffffffULL);
+}
 constexpr int64_t kEntriesPerTask = 1 << 14;
 constexpr int64_t kSlotsPerSlice = 1 << 15;
 constexpr int64_t kMinSerial = 64;
+constexpr int64_t kBatch = 32;
+constexpr uint64_t kBadEntry = std::numeric_limits<uint64_t>::max();
 
 int64_t ceilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -55,8 +70,7 @@ HashPartitioner::Sizing HashPartitioner::sizeFor(int64_t nnz) const {
 }
 
 size_t HashPartitioner::scratchBytes() const {
-  size_t bytes = slotCapacity_ * sizeof(uint32_t) + claimer_.capacity() * sizeof(int64_t) +
-                 serial_.capacity() * sizeof(int64_t);
+  size_t bytes = slotCapacity_ * sizeof(uint64_t) + serial_.capacity() * sizeof(int64_t);
   for (const auto& d : taskDuplicates_) bytes += d.capacity() * sizeof(d[0]);
   for (const auto& o : taskOverflow_) bytes += o.capacity() * sizeof(o[0]);
   for (const auto& s : spill_) bytes += s.capacity() * sizeof(s[0]);
@@ -67,10 +81,9 @@ void HashPartitioner::reserve(const Sizing& sizing, int64_t /*nnz*/, int64_t tas
   const int64_t n = map_.numParts();
   const size_t slots = static_cast<size_t>(n * sizing.r1);
   if (slots > slotCapacity_) {
-    slots_.reset(new std::atomic<uint32_t>[slots]);
+    slots_.reset(new std::atomic<uint64_t>[slots]);
     slotCapacity_ = slots;
   }
-  if (claimer_.size() < slots) claimer_.resize(slots);
   if (serial_.size() < static_cast<size_t>(n * sizing.r2)) serial_.resize(n * sizing.r2);
   if (!serialCount_ || spill_.size() != static_cast<size_t>(n)) {
     serialCount_.reset(new std::atomic<int64_t>[n]);
@@ -102,35 +115,54 @@ int64_t HashPartitioner::claim(const SparseView& in, const Sizing& sizing, int64
     auto& duplicates = taskDuplicates_[t];
     auto& overflow = taskOverflow_[t];
     const int64_t end = std::min(in.nnz, (t + 1) * kEntriesPerTask);
-    for (int64_t i = t * kEntriesPerTask; i < end; ++i) {
-      const int64_t idx = in.indices[i];
-      if (idx < 0 || idx >= in.numRows) {
-        int64_t seen = firstBad.load();
-        while (i < seen && !firstBad.compare_exchange_weak(seen, i)) {
+    // Entries go in batches: place all, prefetch their first slots, then claim. A locked
+    // compare-exchange stalls the pipeline, so without the prefetch every claim would pay a
+    // full cache miss in series; with it the misses overlap.
+    uint64_t slotOfEntry[kBatch];
+    uint32_t posOfEntry[kBatch];
+    for (int64_t batch = t * kEntriesPerTask; batch < end; batch += kBatch) {
+      const int64_t count = std::min<int64_t>(kBatch, end - batch);
+      for (int64_t b = 0; b < count; ++b) {
+        const int64_t idx = in.indices[batch + b];
+        if (idx < 0 || idx >= in.numRows) {
+          slotOfEntry[b] = kBadEntry;
+          continue;
         }
-        continue;
+        const IndexMap::Place place = map_.place(static_cast<uint64_t>(idx));
+        posOfEntry[b] = static_cast<uint32_t>(place.pos);
+        slotOfEntry[b] = place.owner * r1;  // the owner's base; probes add to it
+        __builtin_prefetch(&slots_[slotOfEntry[b] + hashes_.probe(0, posOfEntry[b], r1)], 1);
       }
-      const IndexMap::Place place = map_.place(static_cast<uint64_t>(idx));
-      const uint32_t pos = static_cast<uint32_t>(place.pos);
-      const uint64_t base = place.owner * r1;
-      bool done = false;
-      for (int h = 0; h < k && !done; ++h) {
-        const uint64_t s = base + hashes_.probe(h, pos, r1);
-        uint32_t expected = kEmpty;
-        if (slots_[s].compare_exchange_strong(expected, pos, std::memory_order_acq_rel)) {
-          claimer_[s] = i;
-          done = true;
-        } else if (expected == pos) {
-          duplicates.emplace_back(static_cast<int64_t>(s), i);
-          done = true;
+      for (int64_t b = 0; b < count; ++b) {
+        const int64_t i = batch + b;
+        if (slotOfEntry[b] == kBadEntry) {
+          int64_t seen = firstBad.load();
+          while (i < seen && !firstBad.compare_exchange_weak(seen, i)) {
+          }
+          continue;
         }
-      }
-      if (done) continue;
-      const int64_t at = serialCount_[place.owner].fetch_add(1, std::memory_order_relaxed);
-      if (at < sizing.r2) {
-        serial_[place.owner * sizing.r2 + at] = i;
-      } else {
-        overflow.push_back(i);  // bounded serial memory is full: fall back, never drop
+        const uint32_t pos = posOfEntry[b];
+        const uint64_t base = slotOfEntry[b];
+        bool done = false;
+        for (int h = 0; h < k && !done; ++h) {
+          const uint64_t s = base + hashes_.probe(h, pos, r1);
+          uint64_t expected = kEmpty;
+          if (slots_[s].compare_exchange_strong(expected, packSlot(pos, i),
+                                                std::memory_order_acq_rel)) {
+            done = true;
+          } else if (slotPos(expected) == pos) {
+            duplicates.emplace_back(static_cast<int64_t>(s), i);
+            done = true;
+          }
+        }
+        if (done) continue;
+        const uint64_t owner = base / r1;
+        const int64_t at = serialCount_[owner].fetch_add(1, std::memory_order_relaxed);
+        if (at < sizing.r2) {
+          serial_[owner * sizing.r2 + at] = i;
+        } else {
+          overflow.push_back(i);  // bounded serial memory is full: fall back, never drop
+        }
       }
     }
   });
@@ -215,11 +247,13 @@ void HashPartitioner::compact(const SparseView& in,
       const int64_t ownerStart = out->offsets[task / slicesPerPart];
       int64_t o = sliceStart[task];
       for (int64_t s = begin; s < end; ++s) {
-        const uint32_t pos = slots_[s].load(std::memory_order_relaxed);
-        if (pos == kEmpty) continue;
-        out->positions[o] = pos;
-        std::memcpy(out->values.data() + o * rowBytes, in.row(claimer_[s]), rowBytes);
-        slots_[s].store(static_cast<uint32_t>(o - ownerStart), std::memory_order_relaxed);
+        const uint64_t slot = slots_[s].load(std::memory_order_relaxed);
+        if (slot == kEmpty) continue;
+        out->positions[o] = slotPos(slot);
+        std::memcpy(out->values.data() + o * rowBytes, in.row(slotEntry(slot)), rowBytes);
+        // From here on the slot's high half is its row's offset in the owner's list.
+        slots_[s].store(packSlot(static_cast<uint32_t>(o - ownerStart), slotEntry(slot)),
+                        std::memory_order_relaxed);
         ++o;
       }
       return;
@@ -268,12 +302,13 @@ void HashPartitioner::mergeDuplicates(const SparseView& in, const Sizing& sizing
     std::vector<int64_t> members;
     for (int64_t g = t * perTask; g < std::min(groups, (t + 1) * perTask); ++g) {
       const int64_t slot = dups[groupStart[g]].first;
-      members.assign(1, claimer_[slot]);
+      const uint64_t word = slots_[slot].load(std::memory_order_relaxed);
+      members.assign(1, slotEntry(word));
       for (size_t j = groupStart[g]; j < groupStart[g + 1]; ++j) members.push_back(dups[j].second);
       // Entry order, not claim order, so the sum is the same whichever thread claimed first.
       std::sort(members.begin(), members.end());
       const int64_t owner = slot / sizing.r1;
-      const int64_t o = out->offsets[owner] + slots_[slot].load(std::memory_order_relaxed);
+      const int64_t o = out->offsets[owner] + slotPos(word);
       sumRows(
           in.dtype, in.rowSize, static_cast<int64_t>(members.size()),
           [&](int64_t r) { return in.row(members[r]); }, out->values.data() + o * rowBytes);
@@ -291,7 +326,9 @@ Status HashPartitioner::partition(const SparseView& in, PushLists* out, Partitio
                 map_.numRows());
   ZEN_CHECK_ARG(in.nnz == 0 || (in.indices != nullptr && in.values != nullptr),
                 "sparse tensor with {} non-zeros has no index or value buffer", in.nnz);
-  ZEN_CHECK_ARG(map_.chunk() < kEmpty, "{} rows over {} parts exceed 2^32 positions per part",
+  ZEN_CHECK_ARG(in.nnz < static_cast<int64_t>(kMaxEntries),
+                "{} entries exceed the partitioner's 2^32 - 1 per call", in.nnz);
+  ZEN_CHECK_ARG(map_.chunk() < kMaxEntries, "{} rows over {} parts exceed 2^32 positions per part",
                 map_.numRows(), map_.numParts());
 
   const Sizing sizing = sizeFor(in.nnz);

@@ -54,10 +54,9 @@ class HashPartitioner {
   HashFamily hashes_;
   ThreadPool* pool_;
   // Scratch, sized for the largest input so far and reused across calls.
-  std::unique_ptr<std::atomic<uint32_t>[]> slots_;  // numParts * r1: local position or kEmpty
+  std::unique_ptr<std::atomic<uint64_t>[]> slots_;  // numParts * r1: (position, claimer) or empty
   size_t slotCapacity_ = 0;
-  std::vector<int64_t> claimer_;  // per slot: the input entry that claimed it
-  std::vector<int64_t> serial_;   // numParts * r2: input entries that found k slots taken
+  std::vector<int64_t> serial_;  // numParts * r2: input entries that found k slots taken
   std::unique_ptr<std::atomic<int64_t>[]> serialCount_;
   std::vector<std::vector<std::pair<int64_t, int64_t>>> taskDuplicates_;  // (slot, entry)
   std::vector<std::vector<int64_t>> taskOverflow_;                        // entries
