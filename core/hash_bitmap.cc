@@ -1,0 +1,208 @@
+// Algorithm 2, the hash bitmap, on the CPU (ALGORITHMS.md §4 and §5 steps 4-5).
+//
+// Steps:
+//   encode (server j): the aggregator's occupancy words become ceil(|I_j| / 8) bitmap bytes
+//     (bit p of byte p / 8, LSB first); the rows of the set bits, scaled in the accumulator
+//     type and rounded once to the tensor dtype, are compacted in bit order.
+//   decode (every rank, every part): validate the payload, then walk the bitmap a 64-bit word
+//     at a time (ctz + clear-lowest-bit) and send the k-th set bit's position p to
+//     index = map.indexOf(j, p) with the k-th row.
+// Bytes on the wire per rank, received: sum over the n - 1 other servers of
+// ceil(|I_j| / 8) + nnz_j * rowBytes, i.e. about (n - 1) / n * (|G| / 8 + aggregated nnz *
+// rowBytes); the n bitmaps including one's own total exactly ceil(|G| / 8).
+#include "core/hash_bitmap.h"
+
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+namespace zen {
+namespace {
+
+uint64_t load64le(const uint8_t* p) {
+  uint64_t w;
+  std::memcpy(&w, p, sizeof(w));
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  w = __builtin_bswap64(w);
+#endif
+  return w;
+}
+
+// Calls fn(p) for every set bit p of a little-endian bitmap of `bytes` bytes, in order.
+template <typename Fn>
+void forEachSetBit(const uint8_t* bitmap, size_t bytes, Fn&& fn) {
+  const size_t full = bytes / 8;
+  for (size_t w = 0; w < full; ++w) {
+    for (uint64_t m = load64le(bitmap + w * 8); m != 0; m &= m - 1) {
+      fn(w * 64 + static_cast<uint64_t>(__builtin_ctzll(m)));
+    }
+  }
+  uint64_t m = 0;
+  for (size_t b = full * 8; b < bytes; ++b) m |= uint64_t{bitmap[b]} << (8 * (b - full * 8));
+  for (; m != 0; m &= m - 1) fn(full * 64 + static_cast<uint64_t>(__builtin_ctzll(m)));
+}
+
+int64_t popcount(const uint8_t* bitmap, size_t bytes) {
+  int64_t n = 0;
+  const size_t full = bytes / 8;
+  for (size_t w = 0; w < full; ++w) n += __builtin_popcountll(load64le(bitmap + w * 8));
+  for (size_t b = full * 8; b < bytes; ++b) n += __builtin_popcount(bitmap[b]);
+  return n;
+}
+
+// The checks shared by both decoders; returns the number of rows in the payload.
+Result<int64_t> checkPayload(const IndexMap& map,
+                             uint32_t part,
+                             const uint8_t* bitmap,
+                             size_t bitmapBytes,
+                             const void* values,
+                             size_t valueBytes,
+                             size_t rowBytes) {
+  ZEN_CHECK_ARG(static_cast<int64_t>(part) < map.numParts(),
+                "bitmap for part {} but the index map has {} parts", part, map.numParts());
+  const uint64_t size = map.partSize(static_cast<int>(part));
+  const size_t expected = static_cast<size_t>((size + 7) / 8);
+  ZEN_CHECK_ARG(bitmapBytes == expected,
+                "bitmap of part {} has {} bytes, expected ceil({} / 8) = {}", part, bitmapBytes,
+                size, expected);
+  ZEN_CHECK_ARG(bitmapBytes == 0 || bitmap != nullptr, "bitmap of part {} has no buffer", part);
+  if (size % 8 != 0) {
+    const uint8_t padding = bitmap[bitmapBytes - 1] >> (size % 8);
+    ZEN_CHECK_ARG(padding == 0,
+                  "bitmap of part {} has padding bits set past its {} positions (last byte "
+                  "0x{:02x})",
+                  part, size, bitmap[bitmapBytes - 1]);
+  }
+  const int64_t count = popcount(bitmap, bitmapBytes);
+  ZEN_CHECK_ARG(valueBytes % rowBytes == 0 && valueBytes / rowBytes == static_cast<size_t>(count),
+                "part {} sent {} value bytes, expected {} set bits x {} bytes per row = {}", part,
+                valueBytes, count, rowBytes, static_cast<size_t>(count) * rowBytes);
+  ZEN_CHECK_ARG(valueBytes == 0 || values != nullptr, "values of part {} have no buffer", part);
+  return count;
+}
+
+// dst = src * scale, rounded once to T (see encode() in the header for integers).
+template <typename T>
+void scaleRow(const AccumulatorT<T>* src, int64_t rowSize, double scale, T* dst) {
+  using Acc = AccumulatorT<T>;
+  if (scale == 1.0) {
+    for (int64_t e = 0; e < rowSize; ++e) dst[e] = fromAccumulator<T>(src[e]);
+  } else if constexpr (std::is_integral_v<T>) {
+    const double divisor = 1.0 / scale;
+    for (int64_t e = 0; e < rowSize; ++e) {
+      dst[e] = static_cast<T>(std::trunc(static_cast<double>(src[e]) / divisor));
+    }
+  } else {
+    const Acc s = static_cast<Acc>(scale);
+    for (int64_t e = 0; e < rowSize; ++e) dst[e] = fromAccumulator<T>(src[e] * s);
+  }
+}
+
+}  // namespace
+
+size_t bitmapBytesFor(const IndexMap& map, uint32_t part) {
+  return static_cast<size_t>((map.partSize(static_cast<int>(part)) + 7) / 8);
+}
+
+Status encode(const PartitionAggregator& agg, double scale, EncodedPart* out) {
+  ZEN_CHECK_ARG(out != nullptr, "encode needs an output");
+  ZEN_CHECK_ARG(std::isfinite(scale) && scale != 0.0, "scale must be finite and non-zero, got {}",
+                scale);
+  const uint64_t size = agg.size();
+  const std::vector<uint64_t>& words = agg.occupancy();
+  const size_t bytes = static_cast<size_t>((size + 7) / 8);
+  out->bitmap.resize(bytes);
+  for (size_t b = 0; b < bytes; ++b) {
+    out->bitmap[b] = static_cast<uint8_t>(words[b / 8] >> (8 * (b % 8)));
+  }
+  out->count = agg.occupied();
+  const size_t rowBytes = static_cast<size_t>(agg.rowSize()) * dataTypeSize(agg.dtype());
+  out->values.resize(static_cast<size_t>(out->count) * rowBytes);
+
+  dispatchDataType(agg.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const auto* acc = agg.accumulators<AccumulatorT<T>>();
+    T* dst = reinterpret_cast<T*>(out->values.data());
+    const int64_t rowSize = agg.rowSize();
+    for (size_t w = 0; w < agg.occupancyWords(); ++w) {
+      for (uint64_t m = words[w]; m != 0; m &= m - 1) {
+        const uint64_t pos = w * 64 + static_cast<uint64_t>(__builtin_ctzll(m));
+        scaleRow<T>(acc + pos * static_cast<uint64_t>(rowSize), rowSize, scale, dst);
+        dst += rowSize;
+      }
+    }
+  });
+  return Status::ok();
+}
+
+Status decodeToDense(const IndexMap& map,
+                     uint32_t part,
+                     const uint8_t* bitmap,
+                     size_t bitmapBytes,
+                     const void* values,
+                     size_t valueBytes,
+                     DataType dtype,
+                     int64_t rowSize,
+                     const DenseView& out) {
+  ZEN_CHECK_ARG(rowSize >= 1, "row size must be at least 1, got {}", rowSize);
+  ZEN_CHECK_ARG(out.device.kind == Device::Kind::kCpu, "decodeToDense writes CPU memory, not {}",
+                out.device.toString());
+  ZEN_CHECK_ARG(out.dtype == dtype, "output has dtype {}, the payload {}", dataTypeName(out.dtype),
+                dataTypeName(dtype));
+  ZEN_CHECK_ARG(static_cast<uint64_t>(out.numRows()) == map.numRows() && out.rowSize() == rowSize,
+                "output is {} rows x {}, expected {} x {}", out.numRows(), out.rowSize(),
+                map.numRows(), rowSize);
+  const size_t rowBytes = static_cast<size_t>(rowSize) * dataTypeSize(dtype);
+  ZEN_ASSIGN_OR_RETURN(const int64_t count,
+                       checkPayload(map, part, bitmap, bitmapBytes, values, valueBytes, rowBytes));
+  if (count == 0) return Status::ok();
+  ZEN_CHECK_ARG(out.data != nullptr, "output for {} decoded rows has no buffer", count);
+  auto* dst = static_cast<std::byte*>(out.data);
+  const auto* src = static_cast<const std::byte*>(values);
+  forEachSetBit(bitmap, bitmapBytes, [&](uint64_t pos) {
+    const uint64_t idx = map.indexOf(part, pos);
+    std::memcpy(dst + idx * rowBytes, src, rowBytes);
+    src += rowBytes;
+  });
+  return Status::ok();
+}
+
+Status decodeToSparse(const IndexMap& map,
+                      uint32_t part,
+                      const uint8_t* bitmap,
+                      size_t bitmapBytes,
+                      const void* values,
+                      size_t valueBytes,
+                      DataType dtype,
+                      int64_t rowSize,
+                      SparseTensor* out) {
+  ZEN_CHECK_ARG(out != nullptr, "decodeToSparse needs an output");
+  ZEN_CHECK_ARG(rowSize >= 1, "row size must be at least 1, got {}", rowSize);
+  const bool empty = out->indices.empty() && out->values.empty();
+  if (!empty) {
+    ZEN_CHECK_ARG(static_cast<uint64_t>(out->numRows) == map.numRows() && out->rowSize == rowSize &&
+                      out->dtype == dtype,
+                  "output holds {} rows x {} of {}, the payload {} x {} of {}", out->numRows,
+                  out->rowSize, dataTypeName(out->dtype), map.numRows(), rowSize,
+                  dataTypeName(dtype));
+  }
+  const size_t rowBytes = static_cast<size_t>(rowSize) * dataTypeSize(dtype);
+  ZEN_ASSIGN_OR_RETURN(const int64_t count,
+                       checkPayload(map, part, bitmap, bitmapBytes, values, valueBytes, rowBytes));
+  if (empty) {
+    out->numRows = static_cast<int64_t>(map.numRows());
+    out->rowSize = rowSize;
+    out->dtype = dtype;
+  }
+  const size_t first = out->indices.size();
+  out->indices.resize(first + static_cast<size_t>(count));
+  int64_t* idx = out->indices.data() + first;
+  forEachSetBit(bitmap, bitmapBytes,
+                [&](uint64_t pos) { *idx++ = static_cast<int64_t>(map.indexOf(part, pos)); });
+  const size_t valueStart = out->values.size();
+  out->values.resize(valueStart + valueBytes);
+  if (valueBytes > 0) std::memcpy(out->values.data() + valueStart, values, valueBytes);
+  return Status::ok();
+}
+
+}  // namespace zen
