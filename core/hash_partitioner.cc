@@ -57,7 +57,12 @@ HashPartitioner::HashPartitioner(const IndexMap& map,
     : map_(map),
       options_(options),
       hashes_(std::clamp(options.hashFunctions, 1, HashFamily::kMaxFunctions), options.seed),
-      pool_(pool) {}
+      pool_(pool) {
+  if (pool_ == nullptr) {
+    ownPool_ = std::make_unique<ThreadPool>(1);
+    pool_ = ownPool_.get();
+  }
+}
 
 HashPartitioner::Sizing HashPartitioner::sizeFor(int64_t nnz) const {
   const int64_t n = map_.numParts();
@@ -90,10 +95,10 @@ void HashPartitioner::reserve(const Sizing& sizing, int64_t /*nnz*/, int64_t tas
     spill_.assign(n, {});
   }
   for (int64_t p = 0; p < n; ++p) serialCount_[p].store(0, std::memory_order_relaxed);
-  if (taskDuplicates_.size() < static_cast<size_t>(tasks)) {
-    taskDuplicates_.resize(tasks);
-    taskOverflow_.resize(tasks);
-  }
+  // Exactly `tasks` lists: the later phases walk all of them, so none may keep an earlier
+  // call's entries.
+  taskDuplicates_.resize(tasks);
+  taskOverflow_.resize(tasks);
   for (int64_t t = 0; t < tasks; ++t) {
     taskDuplicates_[t].clear();
     taskOverflow_[t].clear();

@@ -28,6 +28,7 @@ struct HashPartitionOptions {
 // rank are summed (in the accumulator type). Scratch memory is kept and reused across calls.
 class HashPartitioner {
  public:
+  // pool == nullptr runs single-threaded on the calling thread.
   HashPartitioner(const IndexMap& map, HashPartitionOptions options, ThreadPool* pool);
 
   // Splits `in` into per-owner lists. Fails (nothing written) on an index out of range.
@@ -52,6 +53,7 @@ class HashPartitioner {
   IndexMap map_;
   HashPartitionOptions options_;
   HashFamily hashes_;
+  std::unique_ptr<ThreadPool> ownPool_;  // when the caller gives none: run on this thread
   ThreadPool* pool_;
   // Scratch, sized for the largest input so far and reused across calls.
   std::unique_ptr<std::atomic<uint64_t>[]> slots_;  // numParts * r1: (position, claimer) or empty

@@ -168,9 +168,11 @@ TEST(HashPartitioner, ReusesScratchAcrossInputsOfChangingSize) {
   const IndexMap map(rows, 5, 4);
   HashPartitioner partitioner(map, {}, &pool);
   std::mt19937_64 rng(12);
-  for (int64_t nnz : {50000, 10, 0, 120000, 3000}) {
-    auto in =
-        makeSparse(distinctIndices(rows, nnz, Skew::kZipf, rng), rows, 1, DataType::kFloat32, rng);
+  // Duplicates and overflow in one call must not leak into the next, smaller one.
+  for (int64_t nnz : {50000, 10, 0, 120000, 3000, 0}) {
+    auto idx = distinctIndices(rows, nnz, Skew::kZipf, rng);
+    idx.insert(idx.end(), idx.begin(), idx.begin() + nnz / 2);
+    auto in = makeSparse(idx, rows, 1, DataType::kFloat32, rng);
     PushLists lists;
     ASSERT_TRUE(partitioner.partition(in.view(), &lists).isOk());
     int64_t repeats = 0;
@@ -207,6 +209,12 @@ TEST(HashPartitioner, SameIndexSameOwnerAndPositionOnEveryRank) {
     }
   }
   EXPECT_GE(shared, 2000);
+}
+
+TEST(HashPartitioner, RunsWithoutAPool) {
+  const IndexMap map(1000, 3, 1);
+  std::mt19937_64 rng(17);
+  expectLossless(map, makeSparse({1, 2, 2, 999, 0}, 1000, 2, DataType::kFloat16, rng), {}, nullptr);
 }
 
 TEST(HashPartitioner, OutOfRangeIndexIsAClearError) {
