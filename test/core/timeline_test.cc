@@ -1,0 +1,122 @@
+#include "core/timeline.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+namespace zen {
+namespace {
+
+std::string tempPath(const char* name) {
+  return ::testing::TempDir() + name + std::to_string(getpid()) + ".json";
+}
+
+nlohmann::json readJson(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());  // throws on invalid JSON
+}
+
+TEST(Timeline, RowsPhasesAndArgsAreInTheTrace) {
+  const auto path = tempPath("timeline_rows");
+  auto t = Timeline::open(path, 2, /*markCycles=*/true);
+  ASSERT_TRUE(t.isOk()) << t.status().toString();
+  auto& tl = *t.value();
+  tl.markCycle();
+  tl.begin("emb.weight", "NEGOTIATE");
+  tl.instant("emb.weight", "rank 1 ready");
+  tl.end("emb.weight");
+  tl.begin("emb.weight", "PUSH", {{"bytes", "4096"}, {"scheme", "zen"}});
+  tl.end("emb.weight", {{"imbalance", "1.02"}});
+  tl.flush();
+  const auto j = readJson(path);
+  ASSERT_TRUE(j.is_array());
+  int pushes = 0, ticks = 0, cycles = 0, names = 0;
+  for (const auto& e : j) {
+    if (e["ph"] == "M" && e["name"] == "process_name") {
+      EXPECT_EQ(e["args"]["name"], "emb.weight");
+      ++names;
+    }
+    if (e["ph"] == "B" && e["name"] == "PUSH") {
+      EXPECT_EQ(e["args"]["bytes"], 4096);
+      EXPECT_EQ(e["args"]["scheme"], "zen");
+      EXPECT_EQ(e["args"]["rank"], 2);
+      ++pushes;
+    }
+    ticks += e["ph"] == "i" && e["name"] == "rank 1 ready";
+    cycles += e.value("name", "") == "CYCLE_START";
+  }
+  EXPECT_EQ(names, 1);
+  EXPECT_EQ(pushes, 1);
+  EXPECT_EQ(ticks, 1);
+  EXPECT_EQ(cycles, 1);
+}
+
+TEST(Timeline, ValidJsonAtEveryMomentWhileThreadsWrite) {
+  const auto path = tempPath("timeline_valid");
+  auto t = Timeline::open(path, 0, false);
+  ASSERT_TRUE(t.isOk());
+  auto& tl = *t.value();
+  std::atomic<bool> done{false};
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 3; ++w) {
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < 2000; ++i) {
+        const std::string row = "tensor." + std::to_string(w) + "." + std::to_string(i % 7);
+        tl.begin(row, "HASH", {{"nnz", std::to_string(i)}, {"note", "a \"quoted\"\nline"}});
+        tl.end(row);
+      }
+    });
+  }
+  int parses = 0;
+  std::thread reader([&] {
+    while (!done.load()) {
+      ASSERT_NO_THROW(readJson(path));
+      ++parses;
+    }
+  });
+  for (auto& w : writers) w.join();
+  tl.flush();
+  done = true;
+  reader.join();
+  EXPECT_GT(parses, 0);
+  const auto j = readJson(path);
+  int begins = 0;
+  for (const auto& e : j) begins += e["ph"] == "B";
+  EXPECT_EQ(begins, 6000);
+}
+
+TEST(Timeline, StaysValidWhenTheProcessIsKilled) {
+  const auto path = tempPath("timeline_killed");
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto t = Timeline::open(path, 0, false);
+    if (!t.isOk()) _exit(3);
+    for (int64_t i = 0;; ++i) t.value()->begin("row" + std::to_string(i % 5), "PULL");
+  }
+  usleep(200 * 1000);
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  const auto j = readJson(path);
+  EXPECT_GT(j.size(), 10u);
+}
+
+TEST(Timeline, UnwritablePathIsAClearError) {
+  auto t = Timeline::open("/nonexistent-dir/t.json", 0, false);
+  ASSERT_FALSE(t.isOk());
+  EXPECT_NE(t.status().message().find("/nonexistent-dir/t.json"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace zen
