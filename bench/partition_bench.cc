@@ -96,7 +96,32 @@ void partitionArgs(benchmark::internal::Benchmark* b, bool threads) {
   b->UseRealTime();
 }
 
+// Ablation of Algorithm 1's knobs at nnz = 10^6, d = 1%, 2 threads: k probes and the
+// parallel-memory factor r1 / (nnz / n). Spill to serial memory and time move against memory.
+void BM_PartitionZenAblation(benchmark::State& state) {
+  const auto& in = sparseInput(1'000'000, 0.01);
+  ThreadPool pool(2);
+  const IndexMap map(in.numRows, kParts, 1);
+  HashPartitionOptions options;
+  options.hashFunctions = static_cast<int>(state.range(0));
+  options.memoryFactor = static_cast<double>(state.range(1)) / 10.0;
+  HashPartitioner partitioner(map, options, &pool);
+  PushLists out;
+  PartitionStats stats;
+  for (auto _ : state) {
+    if (!partitioner.partition(in.view(), &out, &stats).isOk()) state.SkipWithError("failed");
+    benchmark::DoNotOptimize(out.positions.data());
+  }
+  setCounters(state, stats, in.nnz());
+}
+
 BENCHMARK(BM_PartitionZen)->Apply([](auto* b) { partitionArgs(b, true); });
+BENCHMARK(BM_PartitionZenAblation)
+    ->ArgsProduct({{2, 3, 4}, {10, 15, 20, 40}})
+    ->ArgNames({"k", "factor_x10"})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime()
+    ->MinTime(0.2);
 BENCHMARK(BM_PartitionSort)->Apply([](auto* b) { partitionArgs(b, false); });
 BENCHMARK(BM_PartitionStrawman)->Apply([](auto* b) { partitionArgs(b, false); });
 BENCHMARK(BM_PartitionMemcpyFloor)->Apply([](auto* b) { partitionArgs(b, false); });
