@@ -47,6 +47,10 @@ struct Case {
   int threads;
 };
 
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
+
 class HashPartitionerLossless : public ::testing::TestWithParam<Case> {};
 
 TEST_P(HashPartitionerLossless, UniformDistinct) {
