@@ -1,0 +1,42 @@
+#pragma once
+
+#include <cstdint>
+
+#include "ops/mailbox.h"
+#include "ops/transport.h"
+
+namespace zen::ops {
+
+// The collectives written once over two primitives, for the backends that move whole
+// messages (in-process, TCP): post a message to a peer, and take one from this rank's
+// Mailbox. Algorithms: direct exchange for alltoallv / allgatherv, flat fan-out for
+// broadcast, ring for allreduce, dissemination for barrier.
+class MessageTransport : public Transport {
+ protected:
+  MessageTransport(int rank, int size, double timeoutSeconds, Mailbox* mailbox);
+
+  // Starts sending one message; `data` must stay valid until flushSends returns.
+  virtual Status postSend(int peer, uint32_t tag, const void* data, size_t bytes) = 0;
+  // Waits until every posted message has left this rank (kTimeout names the stuck peer).
+  virtual Status flushSends(Clock::time_point deadline) = 0;
+
+  Status doSend(int peer, const void* data, size_t bytes, uint32_t tag) override;
+  Status doRecv(int peer, void* data, size_t bytes, uint32_t tag) override;
+  Status doAlltoallv(const std::vector<ConstBytes>& sends,
+                     std::vector<ByteVector>* received) override;
+  Status doAllgatherv(const void* data, size_t bytes, std::vector<ByteVector>* gathered) override;
+  Status doAllreduce(void* data, size_t count, DataType dtype) override;
+  Status doBroadcast(void* data, size_t bytes, int root) override;
+  Status doBarrier() override;
+
+ private:
+  Status post(int peer, uint32_t tag, const void* data, size_t bytes);
+  Result<ByteVector> receive(int peer, uint32_t tag, Clock::time_point deadline, const char* op);
+  Status receiveInto(
+      int peer, uint32_t tag, void* data, size_t bytes, Clock::time_point deadline, const char* op);
+  Status ringAllreduce(void* data, size_t count, DataType dtype, Clock::time_point deadline);
+
+  Mailbox* mailbox_;
+};
+
+}  // namespace zen::ops

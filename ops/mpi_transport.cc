@@ -1,0 +1,374 @@
+// The MPI backend over a duplicate of MPI_COMM_WORLD. Every call is a nonblocking MPI
+// operation polled against the deadline (mpi_transport.h says what that can and cannot do).
+// Bytes on the wire per rank (payload; MPI picks its own algorithms):
+// - send/recv: B, in pieces of at most maxChunkBytes (same tag, so they stay in order).
+// - alltoallv: 8 B counts to each rank (MPI_Ialltoall), one 8 B max (MPI_Iallreduce), then
+//   sends[p] to each p in rounds of MPI_Ialltoallv, each round at most C = min(maxChunkBytes,
+//   INT_MAX / n) bytes per pair, packed through staging buffers.
+// - allgatherv: 8 B count (MPI_Iallgather), then B in rounds of MPI_Iallgatherv, C per rank.
+// - allreduce: MPI_Iallreduce(SUM) in place, in chunks; 16-bit floats as fp32.
+// - broadcast: MPI_Ibcast in chunks; barrier: MPI_Ibarrier.
+// Counters record the payload as the other backends would move it (ring allreduce, flat
+// broadcast), so benchmarks compare like with like.
+#include "ops/mpi_transport.h"
+
+#ifdef ZEN_HAVE_MPI
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ops/reduce.h"
+
+namespace zen::ops {
+namespace {
+
+Status mpiError(int rc, const char* call, int rank, const char* file, int line) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  return Status(StatusCode::kIoError,
+                fmt::format("rank {}: {} failed: {}", rank, call, std::string(text, length)), file,
+                line);
+}
+
+#define ZEN_CHECK_MPI(call)                                            \
+  do {                                                                 \
+    const int zen_mpi_rc_ = (call);                                    \
+    if (zen_mpi_rc_ != MPI_SUCCESS) {                                  \
+      return mpiError(zen_mpi_rc_, #call, rank(), __FILE__, __LINE__); \
+    }                                                                  \
+  } while (0)
+
+MPI_Datatype mpiType(DataType wire) {
+  switch (wire) {
+    case DataType::kFloat64:
+      return MPI_DOUBLE;
+    case DataType::kInt32:
+      return MPI_INT32_T;
+    case DataType::kInt64:
+      return MPI_INT64_T;
+    default:
+      return MPI_FLOAT;
+  }
+}
+
+size_t ceilDiv(size_t a, size_t b) {
+  return (a + b - 1) / b;
+}
+
+// The part of a `total`-byte buffer that round k of `chunk`-byte rounds carries.
+int roundBytes(uint64_t total, size_t round, size_t chunk) {
+  const uint64_t begin = static_cast<uint64_t>(round) * chunk;
+  return begin >= total ? 0 : static_cast<int>(std::min<uint64_t>(chunk, total - begin));
+}
+
+class MpiTransport final : public Transport {
+ public:
+  MpiTransport(MPI_Comm comm, int rank, int size, const MpiOptions& options)
+      : Transport(rank, size, options.timeoutSeconds),
+        comm_(comm),
+        maxChunkBytes_(std::max<size_t>(1, std::min<size_t>(options.maxChunkBytes, INT_MAX))) {}
+
+  ~MpiTransport() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+
+  const char* backendName() const override { return "mpi"; }
+
+ protected:
+  Status doSend(int peer, const void* data, size_t bytes, uint32_t tag) override {
+    std::vector<MPI_Request> requests(pieces(bytes));
+    const auto* base = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      ZEN_CHECK_MPI(MPI_Isend(base + i * maxChunkBytes_, roundBytes(bytes, i, maxChunkBytes_),
+                              MPI_BYTE, peer, static_cast<int>(tag), comm_, &requests[i]));
+    }
+    ZEN_RETURN_IF_ERROR(wait(requests, "send", peer));
+    countSent(peer, bytes);
+    return Status::ok();
+  }
+
+  Status doRecv(int peer, void* data, size_t bytes, uint32_t tag) override {
+    std::vector<MPI_Request> requests(pieces(bytes));
+    auto* base = static_cast<uint8_t*>(data);
+    for (size_t i = 0; i < requests.size(); ++i) {
+      ZEN_CHECK_MPI(MPI_Irecv(base + i * maxChunkBytes_, roundBytes(bytes, i, maxChunkBytes_),
+                              MPI_BYTE, peer, static_cast<int>(tag), comm_, &requests[i]));
+    }
+    std::vector<MPI_Status> statuses(requests.size());
+    Status status = wait(requests, "recv", peer, &statuses);
+    if (status.code() == StatusCode::kTimeout) {
+      // A receive can be withdrawn; do so, so the buffer is ours again.
+      for (MPI_Request& r : requests) {
+        if (r != MPI_REQUEST_NULL) {
+          MPI_Cancel(&r);
+          MPI_Wait(&r, MPI_STATUS_IGNORE);
+        }
+      }
+    }
+    ZEN_RETURN_IF_ERROR(status);
+    for (size_t i = 0; i < statuses.size(); ++i) {
+      int got = 0;
+      MPI_Get_count(&statuses[i], MPI_BYTE, &got);
+      if (got != roundBytes(bytes, i, maxChunkBytes_)) {
+        return ZEN_ERROR(StatusCode::kIoError,
+                         "rank {}: recv: rank {} sent a different size than "
+                         "the {} bytes expected",
+                         rank(), peer, bytes);
+      }
+    }
+    countReceived(peer, bytes);
+    return Status::ok();
+  }
+
+  Status doAlltoallv(const std::vector<ConstBytes>& sends,
+                     std::vector<ByteVector>* received) override {
+    const int n = size();
+    std::vector<uint64_t> sendCounts(n);
+    std::vector<uint64_t> recvCounts(n);
+    for (int p = 0; p < n; ++p) sendCounts[p] = sends[p].size;
+    MPI_Request request;
+    ZEN_CHECK_MPI(MPI_Ialltoall(sendCounts.data(), 1, MPI_UINT64_T, recvCounts.data(), 1,
+                                MPI_UINT64_T, comm_, &request));
+    ZEN_RETURN_IF_ERROR(waitOne(request, "alltoallv (counts)"));
+    uint64_t largest = 0;
+    for (int p = 0; p < n; ++p) largest = std::max({largest, sendCounts[p], recvCounts[p]});
+    ZEN_CHECK_MPI(
+        MPI_Iallreduce(MPI_IN_PLACE, &largest, 1, MPI_UINT64_T, MPI_MAX, comm_, &request));
+    ZEN_RETURN_IF_ERROR(waitOne(request, "alltoallv (sizes)"));
+
+    received->assign(n, ByteVector());
+    for (int p = 0; p < n; ++p) (*received)[p].resize(recvCounts[p]);
+    const size_t chunk = perRankChunk();
+    std::vector<int> sc(n), sd(n), rc(n), rd(n);
+    for (size_t k = 0; k < ceilDiv(largest, chunk); ++k) {
+      int sendTotal = 0;
+      int recvTotal = 0;
+      for (int p = 0; p < n; ++p) {
+        sc[p] = roundBytes(sendCounts[p], k, chunk);
+        rc[p] = roundBytes(recvCounts[p], k, chunk);
+        sd[p] = sendTotal;
+        rd[p] = recvTotal;
+        sendTotal += sc[p];
+        recvTotal += rc[p];
+      }
+      ByteVector out(sendTotal);
+      ByteVector in(recvTotal);
+      for (int p = 0; p < n; ++p) {
+        if (sc[p] > 0) {
+          std::memcpy(out.data() + sd[p], static_cast<const uint8_t*>(sends[p].data) + k * chunk,
+                      sc[p]);
+        }
+      }
+      ZEN_CHECK_MPI(MPI_Ialltoallv(out.data(), sc.data(), sd.data(), MPI_BYTE, in.data(), rc.data(),
+                                   rd.data(), MPI_BYTE, comm_, &request));
+      ZEN_RETURN_IF_ERROR(waitOne(request, "alltoallv", &out, &in));
+      for (int p = 0; p < n; ++p) {
+        if (rc[p] > 0) std::memcpy((*received)[p].data() + k * chunk, in.data() + rd[p], rc[p]);
+      }
+    }
+    for (int p = 0; p < n; ++p) {
+      if (p == rank()) continue;
+      countSent(p, sendCounts[p]);
+      countReceived(p, recvCounts[p]);
+    }
+    return Status::ok();
+  }
+
+  Status doAllgatherv(const void* data, size_t bytes, std::vector<ByteVector>* gathered) override {
+    const int n = size();
+    std::vector<uint64_t> counts(n);
+    uint64_t mine = bytes;
+    MPI_Request request;
+    ZEN_CHECK_MPI(
+        MPI_Iallgather(&mine, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, comm_, &request));
+    ZEN_RETURN_IF_ERROR(waitOne(request, "allgatherv (counts)"));
+    gathered->assign(n, ByteVector());
+    for (int p = 0; p < n; ++p) (*gathered)[p].resize(counts[p]);
+    const size_t chunk = perRankChunk();
+    const uint64_t largest = *std::max_element(counts.begin(), counts.end());
+    std::vector<int> rc(n), rd(n);
+    for (size_t k = 0; k < ceilDiv(largest, chunk); ++k) {
+      int total = 0;
+      for (int p = 0; p < n; ++p) {
+        rc[p] = roundBytes(counts[p], k, chunk);
+        rd[p] = total;
+        total += rc[p];
+      }
+      ByteVector out(
+          static_cast<const uint8_t*>(data) + std::min<size_t>(bytes, k * chunk),
+          static_cast<const uint8_t*>(data) + std::min<size_t>(bytes, k * chunk) + rc[rank()]);
+      ByteVector in(total);
+      ZEN_CHECK_MPI(MPI_Iallgatherv(out.data(), rc[rank()], MPI_BYTE, in.data(), rc.data(),
+                                    rd.data(), MPI_BYTE, comm_, &request));
+      ZEN_RETURN_IF_ERROR(waitOne(request, "allgatherv", &out, &in));
+      for (int p = 0; p < n; ++p) {
+        if (rc[p] > 0) std::memcpy((*gathered)[p].data() + k * chunk, in.data() + rd[p], rc[p]);
+      }
+    }
+    for (int p = 0; p < n; ++p) {
+      if (p == rank()) continue;
+      countSent(p, bytes);
+      countReceived(p, counts[p]);
+    }
+    return Status::ok();
+  }
+
+  Status doAllreduce(void* data, size_t count, DataType dtype) override {
+    if (size() == 1 || count == 0) return Status::ok();
+    const DataType wire = wireDataType(dtype);
+    std::vector<float> wide;
+    void* buffer = data;
+    if (wire != dtype) {
+      wide = widenToFloat(data, count, dtype);
+      buffer = wide.data();
+    }
+    const size_t width = dataTypeSize(wire);
+    const size_t step = std::max<size_t>(1, maxChunkBytes_ / width);
+    for (size_t begin = 0; begin < count; begin += step) {
+      const int elements = static_cast<int>(std::min(step, count - begin));
+      MPI_Request request;
+      ZEN_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, static_cast<uint8_t*>(buffer) + begin * width,
+                                   elements, mpiType(wire), MPI_SUM, comm_, &request));
+      ZEN_RETURN_IF_ERROR(waitOne(request, "allreduce"));
+    }
+    if (wire != dtype) narrowFromFloat(wide, data, dtype);
+    const int n = size();
+    const int left = (rank() - 1 + n) % n;
+    countSent((rank() + 1) % n, ringAllreduceBytesSent(count, width, n, rank()));
+    countReceived(left, ringAllreduceBytesSent(count, width, n, left));
+    return Status::ok();
+  }
+
+  Status doBroadcast(void* data, size_t bytes, int root) override {
+    auto* base = static_cast<uint8_t*>(data);
+    for (size_t begin = 0; begin < bytes; begin += maxChunkBytes_) {
+      MPI_Request request;
+      ZEN_CHECK_MPI(MPI_Ibcast(base + begin,
+                               static_cast<int>(std::min(maxChunkBytes_, bytes - begin)), MPI_BYTE,
+                               root, comm_, &request));
+      ZEN_RETURN_IF_ERROR(waitOne(request, "broadcast"));
+    }
+    for (int p = 0; p < size(); ++p) {
+      if (rank() == root && p != root) countSent(p, bytes);
+    }
+    if (rank() != root) countReceived(root, bytes);
+    return Status::ok();
+  }
+
+  Status doBarrier() override {
+    MPI_Request request;
+    ZEN_CHECK_MPI(MPI_Ibarrier(comm_, &request));
+    return waitOne(request, "barrier");
+  }
+
+ private:
+  size_t pieces(size_t bytes) const { return std::max<size_t>(1, ceilDiv(bytes, maxChunkBytes_)); }
+  // Per-pair bytes per round of the v-collectives: the round's total must fit an int.
+  size_t perRankChunk() const {
+    return std::max<size_t>(1, std::min<size_t>(maxChunkBytes_, INT_MAX / size()));
+  }
+
+  // Polls until every request completed or the call's deadline passed. Spins briefly, then
+  // sleeps between polls (up to 1 ms) so oversubscribed ranks leave the cores to the others.
+  Status wait(std::vector<MPI_Request>& requests,
+              const char* op,
+              int peer,
+              std::vector<MPI_Status>* statuses = nullptr) {
+    const auto until = deadline();
+    auto pause = std::chrono::microseconds(20);
+    for (int polls = 0;; ++polls) {
+      int done = 0;
+      const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                                 statuses ? statuses->data() : MPI_STATUSES_IGNORE);
+      if (rc != MPI_SUCCESS) return mpiError(rc, op, rank(), __FILE__, __LINE__);
+      if (done) return Status::ok();
+      if (Clock::now() >= until) {
+        const std::string who = peer >= 0 ? fmt::format("rank {} did not answer", peer)
+                                          : std::string("not every rank joined");
+        return ZEN_ERROR(StatusCode::kTimeout, "rank {}: {} timed out after {} s: {}", rank(), op,
+                         timeoutSeconds(), who);
+      }
+      if (polls < 1000) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(pause);
+        pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      }
+    }
+  }
+
+  // One collective request; on a timeout its staging buffers are kept, since MPI may still
+  // write them.
+  Status waitOne(MPI_Request& request,
+                 const char* op,
+                 ByteVector* out = nullptr,
+                 ByteVector* in = nullptr) {
+    std::vector<MPI_Request> requests{request};
+    Status status = wait(requests, op, -1);
+    if (status.code() == StatusCode::kTimeout) {
+      if (out) abandoned_.push_back(std::move(*out));
+      if (in) abandoned_.push_back(std::move(*in));
+    }
+    return status;
+  }
+
+  MPI_Comm comm_;
+  const size_t maxChunkBytes_;
+  std::vector<ByteVector> abandoned_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Transport>> createMpiTransport(const MpiOptions& options) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    return ZEN_ERROR(StatusCode::kFailedPrecondition, "mpi transport: MPI is not initialized");
+  }
+  ZEN_CHECK_ARG(options.timeoutSeconds > 0, "mpi transport: timeout {} s", options.timeoutSeconds);
+  MPI_Comm comm;
+  if (MPI_Comm_dup(MPI_COMM_WORLD, &comm) != MPI_SUCCESS) {
+    return ZEN_ERROR(StatusCode::kIoError, "mpi transport: MPI_Comm_dup failed");
+  }
+  // Errors come back as codes (turned into Status) instead of aborting the job.
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  int rank = 0;
+  int size = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  return std::unique_ptr<Transport>(new MpiTransport(comm, rank, size, options));
+}
+
+MpiOptions MpiOptions::fromConfig(const Config& config) {
+  MpiOptions options;
+  static_cast<TransportOptions&>(options) = TransportOptions::fromConfig(config);
+  return options;
+}
+
+}  // namespace zen::ops
+
+#else  // !ZEN_HAVE_MPI
+
+namespace zen::ops {
+
+Result<std::unique_ptr<Transport>> createMpiTransport(const MpiOptions&) {
+  return ZEN_ERROR(StatusCode::kUnimplemented, "Zen was built without MPI (ZEN_WITH_MPI=OFF)");
+}
+
+MpiOptions MpiOptions::fromConfig(const Config& config) {
+  MpiOptions options;
+  static_cast<TransportOptions&>(options) = TransportOptions::fromConfig(config);
+  return options;
+}
+
+}  // namespace zen::ops
+
+#endif  // ZEN_HAVE_MPI

@@ -1,0 +1,37 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace zen::ops {
+
+// The dtype allreduce moves on the wire: 16-bit floats travel and accumulate as fp32 so
+// that a sum is rounded once, at the end (never accumulate in fp16/bf16).
+DataType wireDataType(DataType dtype);
+
+// acc[i] += in[i] for `count` elements of a wire dtype (fp32, fp64, int32, int64); int32 and
+// int64 wrap like two's complement instead of overflowing.
+void sumInto(void* acc, const void* in, size_t count, DataType dtype);
+
+// fp16/bf16 <-> fp32 for the widened allreduce.
+std::vector<float> widenToFloat(const void* data, size_t count, DataType dtype);
+void narrowFromFloat(const std::vector<float>& wide, void* data, DataType dtype);
+
+// The ring's chunking: chunk i of n covers elements [begin, end) of `count`; the first
+// count % n chunks are one element longer.
+struct ElementRange {
+  size_t begin = 0;
+  size_t end = 0;
+  size_t size() const { return end - begin; }
+};
+ElementRange ringChunk(size_t count, int n, int i);
+
+// Bytes a rank sends to its right neighbour in a ring allreduce (reduce-scatter, then
+// allgather) of `count` elements of `elementSize` bytes; it receives the same amount from its
+// left. Each chunk moves n-1 times per phase, so the ranks together send 2(n-1)·count·size.
+uint64_t ringAllreduceBytesSent(size_t count, size_t elementSize, int n, int rank);
+
+}  // namespace zen::ops

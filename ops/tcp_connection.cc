@@ -1,0 +1,184 @@
+// Framing on one TCP connection of the mesh. Every message is one frame:
+//   header 16 B (little-endian): magic "ZNF1" u32, tag u32, payload length u64
+//   payload: `length` bytes
+// The reader checks the magic and the length against the transport's maxFrameBytes before
+// allocating, and hands whole payloads to the Mailbox. Writes are queued so two frames never
+// interleave on the socket.
+#include "ops/tcp_connection.h"
+
+#include <new>
+#include <string>
+#include <utility>
+
+namespace zen::ops {
+
+namespace asio = boost::asio;
+
+namespace {
+constexpr uint32_t kFrameMagic = 0x31464e5a;  // "ZNF1"
+}  // namespace
+
+SendTracker::SendTracker(int size) : pending_(size, 0) {}
+
+void SendTracker::started(int peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++pending_[peer];
+  ++total_;
+}
+
+void SendTracker::finished(int peer, const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --pending_[peer];
+    --total_;
+    if (!status.isOk() && failure_.isOk()) failure_ = status;
+  }
+  cv_.notify_all();
+}
+
+Status SendTracker::waitAll(Clock::time_point deadline, int rank, double timeoutSeconds) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool idle = cv_.wait_until(lock, deadline, [&] { return total_ == 0 || !failure_.isOk(); });
+  if (!failure_.isOk()) return failure_;
+  if (idle) return Status::ok();
+  std::string stuck;
+  for (size_t p = 0; p < pending_.size(); ++p) {
+    if (pending_[p] > 0) stuck += (stuck.empty() ? "" : ", ") + std::to_string(p);
+  }
+  return ZEN_ERROR(StatusCode::kTimeout,
+                   "rank {}: timed out after {} s sending to rank {} (not reading its socket)",
+                   rank, timeoutSeconds, stuck);
+}
+
+void SendTracker::waitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return total_ == 0; });
+}
+
+Connection::Connection(asio::ip::tcp::socket socket,
+                       int rank,
+                       int peer,
+                       size_t maxFrameBytes,
+                       Mailbox* mailbox,
+                       SendTracker* tracker)
+    : socket_(std::move(socket)),
+      rank_(rank),
+      peer_(peer),
+      maxFrameBytes_(maxFrameBytes),
+      mailbox_(mailbox),
+      tracker_(tracker) {}
+
+void Connection::start() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->readHeader(); });
+}
+
+void Connection::readHeader() {
+  asio::async_read(
+      socket_, asio::buffer(header_),
+      [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+        if (ec) return self->readFailed(ec);
+        const uint32_t magic = getU32(self->header_.data());
+        const uint32_t tag = getU32(self->header_.data() + 4);
+        const uint64_t length = getU64(self->header_.data() + 8);
+        if (magic != kFrameMagic) {
+          self->mailbox_->failPeer(
+              self->peer_,
+              ZEN_ERROR(StatusCode::kIoError, "rank {} sent a corrupt frame header", self->peer_));
+          return self->close();
+        }
+        if (length > self->maxFrameBytes_) {
+          self->mailbox_->failPeer(
+              self->peer_, ZEN_ERROR(StatusCode::kIoError,
+                                     "rank {} announced a frame of {} bytes, above the limit of {}",
+                                     self->peer_, length, self->maxFrameBytes_));
+          return self->close();
+        }
+        self->readBody(tag, length);
+      });
+}
+
+void Connection::readBody(uint32_t tag, uint64_t length) {
+  std::shared_ptr<ByteVector> payload;
+  try {
+    payload = std::make_shared<ByteVector>(length);
+  } catch (const std::bad_alloc&) {
+    mailbox_->failPeer(
+        peer_, ZEN_ERROR(StatusCode::kIoError,
+                         "rank {}: cannot allocate {} bytes for a frame from rank {}", rank_,
+                         length, peer_));
+    return close();
+  }
+  if (length == 0) {
+    mailbox_->deliver(peer_, tag, std::move(*payload));
+    return readHeader();
+  }
+  asio::async_read(
+      socket_, asio::buffer(payload->data(), payload->size()),
+      [self = shared_from_this(), payload, tag](const boost::system::error_code& ec, size_t) {
+        if (ec) return self->readFailed(ec);
+        self->mailbox_->deliver(self->peer_, tag, std::move(*payload));
+        self->readHeader();
+      });
+}
+
+void Connection::readFailed(const boost::system::error_code& ec) {
+  if (ec == asio::error::eof) {
+    mailbox_->failPeer(peer_,
+                       ZEN_ERROR(StatusCode::kIoError, "rank {} closed the connection", peer_));
+  } else {
+    mailbox_->failPeer(peer_, ZEN_ERROR(StatusCode::kIoError, "connection to rank {} failed: {}",
+                                        peer_, ec.message()));
+  }
+}
+
+void Connection::postWrite(uint32_t tag, const void* data, size_t bytes) {
+  Write write{{}, data, bytes};
+  putU32(write.header.data(), kFrameMagic);
+  putU32(write.header.data() + 4, tag);
+  putU64(write.header.data() + 8, bytes);
+  asio::post(socket_.get_executor(), [self = shared_from_this(), write] {
+    if (self->closed_) {
+      return self->tracker_->finished(
+          self->peer_,
+          ZEN_ERROR(StatusCode::kIoError, "connection to rank {} is closed", self->peer_));
+    }
+    self->writes_.push_back(write);
+    if (self->writes_.size() == 1) self->writeNext();
+  });
+}
+
+void Connection::writeNext() {
+  const Write& write = writes_.front();
+  const std::array<asio::const_buffer, 2> buffers{asio::buffer(write.header),
+                                                  asio::buffer(write.data, write.bytes)};
+  asio::async_write(
+      socket_, buffers, [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+        const size_t bytes = self->writes_.front().bytes;
+        self->writes_.pop_front();
+        if (!ec) {
+          self->tracker_->finished(self->peer_, Status::ok());
+          if (!self->writes_.empty()) self->writeNext();
+          return;
+        }
+        const Status failed =
+            ZEN_ERROR(StatusCode::kIoError, "rank {}: sending {} bytes to rank {} failed: {}",
+                      self->rank_, bytes, self->peer_, ec.message());
+        self->tracker_->finished(self->peer_, failed);
+        // The stream is broken: the queued frames can never follow.
+        for (size_t i = 0; i < self->writes_.size(); ++i)
+          self->tracker_->finished(self->peer_, failed);
+        self->writes_.clear();
+      });
+}
+
+void Connection::close() {
+  asio::post(socket_.get_executor(), [self = shared_from_this()] {
+    if (self->closed_) return;
+    self->closed_ = true;
+    boost::system::error_code ignored;
+    self->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    self->socket_.close(ignored);
+  });
+}
+
+}  // namespace zen::ops

@@ -1,0 +1,81 @@
+#pragma once
+
+#include <spdlog/logger.h>
+#include <boost/asio.hpp>
+
+#include <array>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "ops/mailbox.h"
+#include "ops/tcp_io.h"
+
+namespace zen::ops {
+
+// Completion of the messages a TCP transport has posted, per peer, waited for by the
+// driving thread.
+class SendTracker {
+ public:
+  explicit SendTracker(int size);
+
+  void started(int peer);
+  void finished(int peer, const Status& status);
+  // Waits until nothing is in flight. kTimeout lists the peers still not accepting bytes.
+  Status waitAll(Clock::time_point deadline, int rank, double timeoutSeconds);
+  // Waits without a bound, for after the sockets were closed (handlers then run promptly).
+  void waitIdle();
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<int> pending_;
+  int total_ = 0;
+  Status failure_;
+};
+
+// One authenticated socket to a peer. Reads frames eagerly into the Mailbox (bounds-checking
+// each length before allocating) and writes posted frames one after another. All socket
+// work runs on the io thread; the public methods only post to it.
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  static constexpr size_t kHeaderBytes = 16;
+
+  Connection(boost::asio::ip::tcp::socket socket,
+             int rank,
+             int peer,
+             size_t maxFrameBytes,
+             Mailbox* mailbox,
+             SendTracker* tracker);
+
+  void start();
+  // `data` must stay valid until the tracker reports the message finished.
+  void postWrite(uint32_t tag, const void* data, size_t bytes);
+  void close();
+
+ private:
+  struct Write {
+    std::array<uint8_t, kHeaderBytes> header;
+    const void* data;
+    size_t bytes;
+  };
+
+  void readHeader();
+  void readBody(uint32_t tag, uint64_t length);
+  void readFailed(const boost::system::error_code& ec);
+  void writeNext();
+
+  boost::asio::ip::tcp::socket socket_;
+  const int rank_;
+  const int peer_;
+  const size_t maxFrameBytes_;
+  Mailbox* mailbox_;
+  SendTracker* tracker_;
+  std::array<uint8_t, kHeaderBytes> header_{};
+  std::deque<Write> writes_;  // io thread only; the front one is in flight
+  bool closed_ = false;       // io thread only
+};
+
+}  // namespace zen::ops

@@ -1,0 +1,283 @@
+// Building the TCP full mesh. Rank 0 listens at rendezvousAddr; every other rank opens its own
+// listener (ephemeral port, on the interface that reaches rank 0), dials rank 0, handshakes
+// (tcp_handshake.cc, which also carries the listening port) and waits for the address table.
+// That connection then stays as the data connection to rank 0. Afterwards rank r dials every
+// rank 0 < j < r and accepts every j > r; dialing is ordered by rank, so no two ranks wait on
+// each other. Bytes on the wire besides the handshakes: the table, n entries of 68 B (host as
+// text, zero-padded to 64 B, then the port as u32), from rank 0 to each rank.
+#include "ops/tcp_rendezvous.h"
+
+#include <algorithm>
+#include <string>
+#include <thread>
+
+#include "ops/tcp_handshake.h"
+
+namespace zen::ops {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+// A connected client that does not complete its handshake within this is dropped, so a stray
+// connection cannot hold up the rendezvous for long.
+constexpr double kHandshakeSeconds = 5.0;
+constexpr size_t kHostBytes = 64;
+constexpr size_t kEntryBytes = kHostBytes + 4;
+
+struct Address {
+  std::string host;
+  uint16_t port = 0;
+};
+
+Clock::time_point handshakeDeadline(Clock::time_point deadline) {
+  return std::min(deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                               std::chrono::duration<double>(kHandshakeSeconds)));
+}
+
+std::string missingRanks(const std::vector<SocketPtr>& sockets, int self) {
+  std::string out;
+  for (size_t r = 0; r < sockets.size(); ++r) {
+    if (static_cast<int>(r) != self && !sockets[r]) {
+      out += (out.empty() ? "" : ", ") + std::to_string(r);
+    }
+  }
+  return out;
+}
+
+// Dials `endpoint` until it answers or the deadline passes: peers start in any order, so a
+// refused connection only means "not listening yet".
+Result<SocketPtr> dial(asio::io_context& io,
+                       const tcp::endpoint& endpoint,
+                       Clock::time_point deadline,
+                       int rank,
+                       int peer,
+                       double timeoutSeconds) {
+  std::string lastError = "no attempt";
+  while (Clock::now() < deadline) {
+    auto socket = std::make_unique<tcp::socket>(io);
+    const IoOutcome outcome = runWithDeadline(
+        io, deadline,
+        [&](const IoHandler& done) {
+          socket->async_connect(endpoint,
+                                [done](const boost::system::error_code& ec) { done(ec, 0); });
+        },
+        [&] {
+          boost::system::error_code ignored;
+          socket->close(ignored);
+        });
+    if (!outcome.timedOut && !outcome.error) {
+      socket->set_option(tcp::no_delay(true));
+      return socket;
+    }
+    if (!outcome.timedOut) lastError = outcome.error.message();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return ZEN_ERROR(StatusCode::kTimeout,
+                   "rank {}: could not reach rank {} at {}:{} within {} s ({})", rank, peer,
+                   endpoint.address().to_string(), endpoint.port(), timeoutSeconds, lastError);
+}
+
+// Accepts until `count` peers passed the handshake and `admit`; refused ones are logged.
+Status acceptPeers(asio::io_context& io,
+                   tcp::acceptor& acceptor,
+                   const HandshakeIdentity& self,
+                   int count,
+                   Clock::time_point deadline,
+                   double timeoutSeconds,
+                   spdlog::logger& log,
+                   std::vector<SocketPtr>* sockets,
+                   std::vector<Address>* addresses) {
+  auto admit = [&](int rank) -> Status {
+    // Rank 0 hears from everyone; rank r > 0 only from higher ranks.
+    if (rank <= self.rank || rank >= self.size || (*sockets)[rank]) {
+      return ZEN_ERROR(StatusCode::kIoError, "rank {} is not expected here (or already joined)",
+                       rank);
+    }
+    return Status::ok();
+  };
+  for (int joined = 0; joined < count;) {
+    auto socket = std::make_unique<tcp::socket>(io);
+    const IoOutcome outcome = runWithDeadline(
+        io, deadline,
+        [&](const IoHandler& done) {
+          acceptor.async_accept(*socket,
+                                [done](const boost::system::error_code& ec) { done(ec, 0); });
+        },
+        [&] {
+          boost::system::error_code ignored;
+          acceptor.close(ignored);
+        });
+    if (outcome.timedOut) {
+      return ZEN_ERROR(
+          StatusCode::kTimeout,
+          "rank {}: building the TCP mesh timed out after {} s; rank {} did not connect", self.rank,
+          timeoutSeconds, missingRanks(*sockets, self.rank));
+    }
+    if (outcome.error) {
+      return ZEN_ERROR(StatusCode::kIoError, "rank {}: accept failed: {}", self.rank,
+                       outcome.error.message());
+    }
+    boost::system::error_code ec;
+    const tcp::endpoint remote = socket->remote_endpoint(ec);
+    socket->set_option(tcp::no_delay(true), ec);
+    Result<PeerHello> hello =
+        acceptHandshake(io, *socket, self, admit, handshakeDeadline(deadline));
+    if (!hello.isOk()) {
+      log.warn("rank {}: refused a connection from {}:{}: {}", self.rank,
+               remote.address().to_string(), remote.port(), hello.status().message());
+      continue;
+    }
+    const int peer = hello.value().rank;
+    (*addresses)[peer] = Address{remote.address().to_string(), hello.value().listenPort};
+    (*sockets)[peer] = std::move(socket);
+    ++joined;
+  }
+  return Status::ok();
+}
+
+Status transfer(asio::io_context& io,
+                tcp::socket& socket,
+                bool write,
+                std::vector<uint8_t>& data,
+                Clock::time_point deadline,
+                const std::string& what,
+                double timeoutSeconds) {
+  const IoOutcome outcome = runWithDeadline(
+      io, deadline,
+      [&](const IoHandler& done) {
+        if (write) {
+          asio::async_write(socket, asio::buffer(data), done);
+        } else {
+          asio::async_read(socket, asio::buffer(data), done);
+        }
+      },
+      [&] {
+        boost::system::error_code ignored;
+        socket.close(ignored);
+      });
+  if (outcome.timedOut) {
+    return ZEN_ERROR(StatusCode::kTimeout, "{}: timed out after {} s", what, timeoutSeconds);
+  }
+  if (outcome.error) {
+    return ZEN_ERROR(StatusCode::kIoError, "{}: {}", what, outcome.error.message());
+  }
+  return Status::ok();
+}
+
+std::vector<uint8_t> encodeTable(const std::vector<Address>& addresses) {
+  std::vector<uint8_t> table(addresses.size() * kEntryBytes, 0);
+  for (size_t r = 0; r < addresses.size(); ++r) {
+    uint8_t* entry = table.data() + r * kEntryBytes;
+    std::copy_n(addresses[r].host.begin(), std::min(addresses[r].host.size(), kHostBytes - 1),
+                entry);
+    putU32(entry + kHostBytes, addresses[r].port);
+  }
+  return table;
+}
+
+Address decodeEntry(const std::vector<uint8_t>& table, int rank) {
+  const uint8_t* entry = table.data() + static_cast<size_t>(rank) * kEntryBytes;
+  const auto* host = reinterpret_cast<const char*>(entry);
+  return Address{std::string(host, strnlen(host, kHostBytes)),
+                 static_cast<uint16_t>(getU32(entry + kHostBytes))};
+}
+
+Status openListener(tcp::acceptor& acceptor, const tcp::endpoint& at, int rank) {
+  boost::system::error_code ec;
+  acceptor.open(at.protocol(), ec);
+  if (!ec) acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor.bind(at, ec);
+  if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return ZEN_ERROR(StatusCode::kIoError, "rank {}: cannot listen on {}:{}: {}", rank,
+                     at.address().to_string(), at.port(), ec.message());
+  }
+  return Status::ok();
+}
+
+Result<std::vector<SocketPtr>> rootMesh(asio::io_context& io,
+                                        const TcpOptions& options,
+                                        const tcp::endpoint& at,
+                                        Clock::time_point deadline,
+                                        spdlog::logger& log) {
+  const int n = options.size;
+  tcp::acceptor acceptor(io);
+  ZEN_RETURN_IF_ERROR(openListener(acceptor, at, 0));
+  const uint16_t port = acceptor.local_endpoint().port();
+  log.debug("rank 0: rendezvous listening on {}:{}", at.address().to_string(), port);
+  if (options.onListening) options.onListening(port);
+
+  std::vector<SocketPtr> sockets(n);
+  std::vector<Address> addresses(n);
+  const HandshakeIdentity self{0, n, port, options.secret};
+  ZEN_RETURN_IF_ERROR(acceptPeers(io, acceptor, self, n - 1, deadline, options.timeoutSeconds, log,
+                                  &sockets, &addresses));
+  std::vector<uint8_t> table = encodeTable(addresses);
+  for (int r = 1; r < n; ++r) {
+    ZEN_RETURN_IF_ERROR(transfer(io, *sockets[r], true, table, deadline,
+                                 fmt::format("rank 0: sending the address table to rank {}", r),
+                                 options.timeoutSeconds));
+  }
+  return sockets;
+}
+
+Result<std::vector<SocketPtr>> peerMesh(asio::io_context& io,
+                                        const TcpOptions& options,
+                                        const tcp::endpoint& root,
+                                        Clock::time_point deadline,
+                                        spdlog::logger& log) {
+  const int n = options.size;
+  const int rank = options.rank;
+  std::vector<SocketPtr> sockets(n);
+  ZEN_ASSIGN_OR_RETURN(sockets[0], dial(io, root, deadline, rank, 0, options.timeoutSeconds));
+
+  // Listen on the interface that reaches rank 0: the address rank 0 sees and publishes.
+  tcp::acceptor acceptor(io);
+  ZEN_RETURN_IF_ERROR(
+      openListener(acceptor, tcp::endpoint(sockets[0]->local_endpoint().address(), 0), rank));
+  HandshakeIdentity self{rank, n, acceptor.local_endpoint().port(), options.secret};
+  Status joined = connectHandshake(io, *sockets[0], self, 0, deadline);
+  if (!joined.isOk()) {
+    return ZEN_ERROR(joined.code(), "rank {}: joining rank 0: {}", rank, joined.message());
+  }
+  std::vector<uint8_t> table(static_cast<size_t>(n) * kEntryBytes);
+  ZEN_RETURN_IF_ERROR(transfer(io, *sockets[0], false, table, deadline,
+                               fmt::format("rank {}: waiting for the address table", rank),
+                               options.timeoutSeconds));
+
+  for (int j = 1; j < rank; ++j) {
+    const Address to = decodeEntry(table, j);
+    boost::system::error_code ec;
+    const auto address = asio::ip::make_address(to.host, ec);
+    if (ec) {
+      return ZEN_ERROR(StatusCode::kIoError, "rank {}: bad address '{}' for rank {}", rank, to.host,
+                       j);
+    }
+    ZEN_ASSIGN_OR_RETURN(sockets[j], dial(io, tcp::endpoint(address, to.port), deadline, rank, j,
+                                          options.timeoutSeconds));
+    Status status = connectHandshake(io, *sockets[j], self, j, deadline);
+    if (!status.isOk()) {
+      return ZEN_ERROR(status.code(), "rank {}: connecting to rank {}: {}", rank, j,
+                       status.message());
+    }
+  }
+  std::vector<Address> unused(n);
+  ZEN_RETURN_IF_ERROR(acceptPeers(io, acceptor, self, n - 1 - rank, deadline,
+                                  options.timeoutSeconds, log, &sockets, &unused));
+  return sockets;
+}
+
+}  // namespace
+
+Result<std::vector<SocketPtr>> connectMesh(asio::io_context& io,
+                                           const TcpOptions& options,
+                                           spdlog::logger& log) {
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                           std::chrono::duration<double>(options.timeoutSeconds));
+  ZEN_ASSIGN_OR_RETURN(const tcp::endpoint root, resolveEndpoint(io, options.rendezvousAddr));
+  if (options.rank == 0) return rootMesh(io, options, root, deadline, log);
+  return peerMesh(io, options, root, deadline, log);
+}
+
+}  // namespace zen::ops

@@ -1,0 +1,34 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "ops/transport.h"
+
+namespace zen::ops {
+
+struct TcpOptions : TransportOptions {
+  // A bound on any one frame's length, checked before a receive buffer is allocated.
+  static constexpr size_t kDefaultMaxFrameBytes = size_t{16} << 30;
+
+  // host:port where rank 0 listens for the rendezvous (ZEN_CONTROLLER_ADDR style). Port 0
+  // lets rank 0 pick a free port; it reports it through onListening.
+  std::string rendezvousAddr;
+  std::string secret;  // per-job secret every connection must prove (ZEN_SECRET)
+  size_t maxFrameBytes = kDefaultMaxFrameBytes;
+  // Rank 0 only: called once the rendezvous port is bound, before waiting for the others.
+  std::function<void(uint16_t port)> onListening;
+
+  // rank, size, timeout and secret from Config; rendezvousAddr = Config::controllerAddr.
+  static TcpOptions fromConfig(const Config& config);
+};
+
+// Joins the job's full TCP mesh: rank 0 accepts every other rank at rendezvousAddr and tells
+// each the others' listening addresses; then each pair connects (the higher rank dials).
+// Blocks until the mesh is complete or options.timeoutSeconds has passed. Connections whose
+// handshake fails (wrong secret, unknown rank) are refused and logged, and not counted.
+Result<std::unique_ptr<Transport>> createTcpTransport(const TcpOptions& options);
+
+}  // namespace zen::ops

@@ -1,0 +1,127 @@
+// Transport's backend-independent half: argument checks, the "broken after the first
+// transport error" rule and the per-peer byte counters. Nothing here touches the wire.
+#include "ops/transport.h"
+
+#include <numeric>
+
+namespace zen::ops {
+
+uint64_t TransportCounters::totalSent() const {
+  return std::accumulate(bytesSent.begin(), bytesSent.end(), uint64_t{0});
+}
+
+uint64_t TransportCounters::totalReceived() const {
+  return std::accumulate(bytesReceived.begin(), bytesReceived.end(), uint64_t{0});
+}
+
+TransportOptions TransportOptions::fromConfig(const Config& config) {
+  TransportOptions options;
+  options.rank = config.rank.value_or(0);
+  options.size = config.size.value_or(1);
+  options.timeoutSeconds = config.timeoutSeconds;
+  return options;
+}
+
+Transport::Transport(int rank, int size, double timeoutSeconds)
+    : rank_(rank),
+      size_(size),
+      timeoutSeconds_(timeoutSeconds),
+      sent_(new std::atomic<uint64_t>[size]),
+      received_(new std::atomic<uint64_t>[size]) {
+  resetCounters();
+}
+
+template <typename Fn>
+Status Transport::guarded(Fn&& fn) {
+  if (!failure_.isOk()) {
+    return ZEN_ERROR(StatusCode::kAborted, "rank {}: the {} transport failed earlier: {}", rank_,
+                     backendName(), failure_.message());
+  }
+  Status status = fn();
+  if (status.code() == StatusCode::kTimeout || status.code() == StatusCode::kIoError) {
+    failure_ = status;
+    abort(status);
+  }
+  return status;
+}
+
+Status Transport::send(int peer, const void* data, size_t bytes, uint32_t tag) {
+  ZEN_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_,
+                "send: peer {} is not another rank of {} (this is rank {})", peer, size_, rank_);
+  ZEN_CHECK_ARG(tag <= kMaxUserTag, "send: tag {} above the user maximum {}", tag, kMaxUserTag);
+  ZEN_CHECK_ARG(data != nullptr || bytes == 0, "send: null buffer of {} bytes", bytes);
+  return guarded([&] { return doSend(peer, data, bytes, tag); });
+}
+
+Status Transport::recv(int peer, void* data, size_t bytes, uint32_t tag) {
+  ZEN_CHECK_ARG(peer >= 0 && peer < size_ && peer != rank_,
+                "recv: peer {} is not another rank of {} (this is rank {})", peer, size_, rank_);
+  ZEN_CHECK_ARG(tag <= kMaxUserTag, "recv: tag {} above the user maximum {}", tag, kMaxUserTag);
+  ZEN_CHECK_ARG(data != nullptr || bytes == 0, "recv: null buffer of {} bytes", bytes);
+  return guarded([&] { return doRecv(peer, data, bytes, tag); });
+}
+
+Status Transport::alltoallv(const std::vector<ConstBytes>& sends,
+                            std::vector<ByteVector>* received) {
+  ZEN_CHECK_ARG(received != nullptr, "alltoallv: null output");
+  ZEN_CHECK_ARG(sends.size() == static_cast<size_t>(size_),
+                "alltoallv: {} send buffers for {} ranks", sends.size(), size_);
+  for (const ConstBytes& s : sends) {
+    ZEN_CHECK_ARG(s.data != nullptr || s.size == 0, "alltoallv: null buffer of {} bytes", s.size);
+  }
+  return guarded([&] { return doAlltoallv(sends, received); });
+}
+
+Status Transport::allgatherv(const void* data, size_t bytes, std::vector<ByteVector>* gathered) {
+  ZEN_CHECK_ARG(gathered != nullptr, "allgatherv: null output");
+  ZEN_CHECK_ARG(data != nullptr || bytes == 0, "allgatherv: null buffer of {} bytes", bytes);
+  return guarded([&] { return doAllgatherv(data, bytes, gathered); });
+}
+
+Status Transport::allreduce(void* data, size_t count, DataType dtype) {
+  ZEN_CHECK_ARG(data != nullptr || count == 0, "allreduce: null buffer of {} elements", count);
+  return guarded([&] { return doAllreduce(data, count, dtype); });
+}
+
+Status Transport::broadcast(void* data, size_t bytes, int root) {
+  ZEN_CHECK_ARG(root >= 0 && root < size_, "broadcast: root {} outside [0, {})", root, size_);
+  ZEN_CHECK_ARG(data != nullptr || bytes == 0, "broadcast: null buffer of {} bytes", bytes);
+  return guarded([&] { return doBroadcast(data, bytes, root); });
+}
+
+Status Transport::barrier() {
+  return guarded([&] { return doBarrier(); });
+}
+
+TransportCounters Transport::counters() const {
+  TransportCounters c;
+  c.bytesSent.resize(size_);
+  c.bytesReceived.resize(size_);
+  for (int p = 0; p < size_; ++p) {
+    c.bytesSent[p] = sent_[p].load(std::memory_order_relaxed);
+    c.bytesReceived[p] = received_[p].load(std::memory_order_relaxed);
+  }
+  return c;
+}
+
+void Transport::resetCounters() {
+  for (int p = 0; p < size_; ++p) {
+    sent_[p].store(0, std::memory_order_relaxed);
+    received_[p].store(0, std::memory_order_relaxed);
+  }
+}
+
+Clock::time_point Transport::deadline() const {
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(timeoutSeconds_));
+}
+
+void Transport::countSent(int peer, size_t bytes) {
+  sent_[peer].fetch_add(bytes, std::memory_order_relaxed);
+}
+
+void Transport::countReceived(int peer, size_t bytes) {
+  received_[peer].fetch_add(bytes, std::memory_order_relaxed);
+}
+
+}  // namespace zen::ops

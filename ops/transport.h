@@ -1,0 +1,132 @@
+#pragma once
+
+#include <spdlog/logger.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace zen::ops {
+
+using Clock = std::chrono::steady_clock;
+using ByteVector = std::vector<uint8_t>;
+
+// One read-only byte range: a per-peer send buffer of alltoallv.
+struct ConstBytes {
+  const void* data = nullptr;
+  size_t size = 0;
+};
+
+// Payload bytes this rank sent to / received from each peer since the last reset: what the
+// benchmarks report as wire bytes. Frame headers, handshakes and the count exchange of the
+// v-collectives are not included. allreduce counts the ring's bytes (2(n-1)/n of the buffer
+// per rank) and broadcast a flat fan-out from the root on every backend, MPI included, whose
+// internal algorithm is not visible to us.
+struct TransportCounters {
+  std::vector<uint64_t> bytesSent;      // indexed by peer rank
+  std::vector<uint64_t> bytesReceived;  // indexed by peer rank
+  uint64_t totalSent() const;
+  uint64_t totalReceived() const;
+};
+
+// What every backend needs besides its own addressing.
+struct TransportOptions {
+  int rank = 0;
+  int size = 1;
+  double timeoutSeconds = 30.0;            // bound on every blocking call (Config::timeoutSeconds)
+  std::shared_ptr<spdlog::logger> logger;  // null: a warn-level logger for this rank
+
+  static TransportOptions fromConfig(const Config& config);
+};
+
+// The data plane's point-to-point and collective primitives (CONVENTIONS.md §4), over
+// rank-addressed byte buffers. Contract shared by every backend:
+// - Calls block until done or until timeoutSeconds() has passed for the whole call: then
+//   kTimeout, naming the peer that did not answer. A peer whose process or connection is
+//   gone gives kIoError naming it (the MPI backend: see mpi_transport.h).
+// - Collectives are called by every rank in the same order. A Transport is driven by one
+//   thread at a time; counters() may be read from any thread.
+// - After a kTimeout or kIoError the transport's state is unknown (gloo's rule): every later
+//   call returns kAborted with the first error, and peers waiting on this rank are told as
+//   soon as the backend can. Rebuild the transport to continue. Argument errors
+//   (kInvalidArgument) do not break it.
+// - Sizes are size_t end to end; messages of several GB are fine.
+class Transport {
+ public:
+  // User tags for send/recv; the message backends tag their collectives above this. Both fit
+  // the 15 bits MPI guarantees for MPI_TAG_UB.
+  static constexpr uint32_t kMaxUserTag = (1u << 14) - 1;
+
+  virtual ~Transport() = default;
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  double timeoutSeconds() const { return timeoutSeconds_; }
+  virtual const char* backendName() const = 0;
+
+  // One message to / from a peer (not this rank). recv must name the exact byte count; a
+  // different size from the peer is a kIoError. Zero bytes is a valid message.
+  Status send(int peer, const void* data, size_t bytes, uint32_t tag = 0);
+  Status recv(int peer, void* data, size_t bytes, uint32_t tag = 0);
+
+  // sends[p] goes to rank p (sends.size() == size()); (*received)[p] becomes what rank p sent
+  // here, (*received)[rank()] a copy of sends[rank()]. Every pair exchanges a message, empty
+  // ones included, so both sides agree on the count.
+  Status alltoallv(const std::vector<ConstBytes>& sends, std::vector<ByteVector>* received);
+  // Every rank contributes `bytes` (0 allowed); (*gathered)[p] becomes rank p's buffer.
+  Status allgatherv(const void* data, size_t bytes, std::vector<ByteVector>* gathered);
+  // In-place sum of `count` elements; every rank gets identical bits. 16-bit floats are
+  // summed in fp32 and rounded once; int32 wraps like two's complement.
+  Status allreduce(void* data, size_t count, DataType dtype);
+  // The root's `bytes` overwrite everyone's buffer; every rank passes the same size.
+  Status broadcast(void* data, size_t bytes, int root);
+  Status barrier();
+
+  TransportCounters counters() const;
+  void resetCounters();
+
+ protected:
+  Transport(int rank, int size, double timeoutSeconds);
+
+  virtual Status doSend(int peer, const void* data, size_t bytes, uint32_t tag) = 0;
+  virtual Status doRecv(int peer, void* data, size_t bytes, uint32_t tag) = 0;
+  virtual Status doAlltoallv(const std::vector<ConstBytes>& sends,
+                             std::vector<ByteVector>* received) = 0;
+  virtual Status doAllgatherv(const void* data,
+                              size_t bytes,
+                              std::vector<ByteVector>* gathered) = 0;
+  virtual Status doAllreduce(void* data, size_t count, DataType dtype) = 0;
+  virtual Status doBroadcast(void* data, size_t bytes, int root) = 0;
+  virtual Status doBarrier() = 0;
+  // Called once, on the first kTimeout/kIoError (`why`): tell peers (close connections) so
+  // they do not wait out their own timeouts, and stop touching the caller's buffers.
+  virtual void abort(const Status& why) { (void)why; }
+
+  Clock::time_point deadline() const;
+  void countSent(int peer, size_t bytes);
+  void countReceived(int peer, size_t bytes);
+
+ private:
+  // Runs one call unless the transport already failed; remembers its failure.
+  template <typename Fn>
+  Status guarded(Fn&& fn);
+
+  const int rank_;
+  const int size_;
+  const double timeoutSeconds_;
+  Status failure_;  // the first transport error; touched only by the driving thread
+  std::unique_ptr<std::atomic<uint64_t>[]> sent_;
+  std::unique_ptr<std::atomic<uint64_t>[]> received_;
+};
+
+}  // namespace zen::ops

@@ -1,0 +1,70 @@
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ops/mpi_transport.h"
+#include "ops/tcp_transport.h"
+#include "ops/transport.h"
+
+namespace zen::ops::testing {
+
+enum class Backend { kInProcess, kTcp, kMpi };
+const char* backendName(Backend backend);
+
+// One instantiation of the transport tests: a backend and a world size. MPI runs as many
+// ranks as mpirun started (ranks = 0).
+struct TransportParam {
+  Backend backend;
+  int ranks;
+};
+void PrintTo(const TransportParam& param, std::ostream* out);  // NOLINT: gtest's name
+std::string paramName(const ::testing::TestParamInfo<TransportParam>& info);
+
+struct RankOptions {
+  double timeoutSeconds = 20.0;  // every wait is bounded: a hang becomes a failure
+  size_t mpiMaxChunkBytes = MpiOptions::kDefaultMaxChunkBytes;
+};
+
+// Runs fn(transport) on every rank: one thread per rank for in-process and TCP (over
+// 127.0.0.1, rank 0 on an ephemeral port), this process's rank for MPI. The ranks meet before
+// their transports are destroyed, so none leaves while another still talks to it.
+void runRanks(const TransportParam& param,
+              const RankOptions& options,
+              const std::function<void(Transport&)>& fn);
+
+// A forked process's end: exit code, or the signal that ended it.
+struct ProcessEnd {
+  int exitCode = -1;
+  int signal = 0;
+  bool killedByHarness = false;
+};
+
+// Forks n processes that form a TCP job on 127.0.0.1 (rank 0 picks a free port and reports it
+// through a pipe before the others start) and runs body in each; its return value becomes
+// the exit code (90: the transport could not be created). Processes still running after
+// limitSeconds are killed with SIGKILL, and so is rank `lingering` (say, one that stopped
+// itself) once every other rank has ended. Call before any MPI initialization.
+std::vector<ProcessEnd> forkTcpRanks(int n,
+                                     double timeoutSeconds,
+                                     double limitSeconds,
+                                     const std::function<int(Transport&)>& body,
+                                     int lingering = -1);
+
+// The fixture of the backend-independent tests (transport_test.cc); each test executable
+// instantiates it for its backends.
+class TransportTest : public ::testing::TestWithParam<TransportParam> {
+ protected:
+  void run(const std::function<void(Transport&)>& fn, const RankOptions& options = {}) {
+    runRanks(GetParam(), options, fn);
+  }
+  Backend backend() const { return GetParam().backend; }
+};
+
+// Deterministic test bytes: what rank `from` sends rank `to`.
+uint8_t patternByte(int from, int to, size_t i);
+
+}  // namespace zen::ops::testing

@@ -1,0 +1,366 @@
+// The Transport contract, written once and instantiated per backend (tensorpipe's pattern):
+// transport_local_test.cc runs it for in-process and TCP ranks as threads, mpi_test_main.cc
+// under mpirun. Results are checked in closed form from (sender, receiver, index), and the
+// byte counters against the sizes the test chose.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "core/float16.h"
+#include "ops/reduce.h"
+#include "test/ops/transport_harness.h"
+
+namespace zen::ops::testing {
+namespace {
+
+ByteVector pattern(int from, int to, size_t bytes) {
+  ByteVector v(bytes);
+  for (size_t i = 0; i < bytes; ++i) v[i] = patternByte(from, to, i);
+  return v;
+}
+
+// Sizes that cover empty, tiny, odd and multi-MB messages without slowing the suite.
+size_t pairBytes(int from, int to, int n) {
+  if (from == 0 && to == n - 1) return size_t{3} << 20;
+  if (to == 0 && from == n - 1) return (size_t{2} << 20) + 3;
+  static constexpr size_t kSizes[] = {0, 1, 17, 4096, 100003, 0, 555};
+  return kSizes[(from * 3 + to * 5) % 7];
+}
+
+// Sum over ranks of every rank's value, gathered over the transport itself.
+uint64_t sumOverRanks(Transport& t, uint64_t value) {
+  std::vector<ByteVector> all;
+  EXPECT_TRUE(t.allgatherv(&value, sizeof(value), &all).isOk());
+  uint64_t sum = 0;
+  for (const ByteVector& v : all) {
+    uint64_t x = 0;
+    std::memcpy(&x, v.data(), sizeof(x));
+    sum += x;
+  }
+  return sum;
+}
+
+TEST_P(TransportTest, RankAndSize) {
+  run([&](Transport& t) {
+    if (GetParam().ranks > 0) {
+      EXPECT_EQ(t.size(), GetParam().ranks);
+    }
+    EXPECT_GE(t.rank(), 0);
+    EXPECT_LT(t.rank(), t.size());
+    EXPECT_FALSE(std::string(t.backendName()).empty());
+  });
+}
+
+// Every ordered pair exchanges one message, pairs taken in one global order (lower rank
+// sends first) so that blocking sends cannot deadlock on any backend.
+TEST_P(TransportTest, SendRecvEveryPairIncludingEmptyMessages) {
+  run([&](Transport& t) {
+    const int n = t.size();
+    const int me = t.rank();
+    t.resetCounters();
+    std::vector<uint64_t> sent(n, 0), received(n, 0);
+    for (int a = 0; a < n; ++a) {
+      for (int b = a + 1; b < n; ++b) {
+        if (me != a && me != b) continue;
+        const int other = me == a ? b : a;
+        const size_t out = pairBytes(me, other, n) % 70000;  // keep pairs small here
+        const size_t in = pairBytes(other, me, n) % 70000;
+        const ByteVector message = pattern(me, other, out);
+        ByteVector got(in, 0xee);
+        const uint32_t tag = static_cast<uint32_t>(a * n + b);
+        if (me == a) {
+          ASSERT_TRUE(t.send(other, message.data(), out, tag).isOk());
+          ASSERT_TRUE(t.recv(other, got.data(), in, tag).isOk());
+        } else {
+          ASSERT_TRUE(t.recv(other, got.data(), in, tag).isOk());
+          ASSERT_TRUE(t.send(other, message.data(), out, tag).isOk());
+        }
+        EXPECT_EQ(got, pattern(other, me, in)) << "from rank " << other;
+        sent[other] += out;
+        received[other] += in;
+      }
+    }
+    const TransportCounters c = t.counters();
+    EXPECT_EQ(c.bytesSent, sent);
+    EXPECT_EQ(c.bytesReceived, received);
+    EXPECT_TRUE(t.barrier().isOk());
+  });
+}
+
+TEST_P(TransportTest, RecvMatchesTagsOutOfOrder) {
+  run([&](Transport& t) {
+    if (t.size() < 2 || t.rank() > 1) return;
+    const int first = 11;
+    const int second = 22;
+    if (t.rank() == 0) {
+      ASSERT_TRUE(t.send(1, &first, sizeof(first), 5).isOk());
+      ASSERT_TRUE(t.send(1, &second, sizeof(second), 7).isOk());
+    } else {
+      int a = 0;
+      int b = 0;
+      ASSERT_TRUE(t.recv(0, &b, sizeof(b), 7).isOk());
+      ASSERT_TRUE(t.recv(0, &a, sizeof(a), 5).isOk());
+      EXPECT_EQ(a, first);
+      EXPECT_EQ(b, second);
+    }
+  });
+}
+
+TEST_P(TransportTest, BadArgumentsAreRejectedWithoutBreakingTheTransport) {
+  run([&](Transport& t) {
+    char byte = 0;
+    EXPECT_EQ(t.send(t.rank(), &byte, 1).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.send(t.size(), &byte, 1).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.recv(-1, &byte, 1).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.send((t.rank() + 1) % t.size(), &byte, 1, Transport::kMaxUserTag + 1).code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.broadcast(&byte, 1, t.size()).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.alltoallv({}, nullptr).code(), StatusCode::kInvalidArgument);
+    EXPECT_TRUE(t.barrier().isOk());
+  });
+}
+
+TEST_P(TransportTest, AlltoallvRandomSizesWithEmptyPairsAndLargeMessages) {
+  run([&](Transport& t) {
+    const int n = t.size();
+    const int me = t.rank();
+    std::vector<ByteVector> outgoing(n);
+    std::vector<ConstBytes> sends(n);
+    for (int p = 0; p < n; ++p) {
+      outgoing[p] = pattern(me, p, pairBytes(me, p, n));
+      sends[p] = ConstBytes{outgoing[p].data(), outgoing[p].size()};
+    }
+    t.resetCounters();
+    std::vector<ByteVector> received;
+    ASSERT_TRUE(t.alltoallv(sends, &received).isOk());
+    ASSERT_EQ(received.size(), static_cast<size_t>(n));
+    const TransportCounters c = t.counters();
+    for (int p = 0; p < n; ++p) {
+      EXPECT_EQ(received[p], pattern(p, me, pairBytes(p, me, n))) << "from rank " << p;
+      EXPECT_EQ(c.bytesSent[p], p == me ? 0 : pairBytes(me, p, n)) << "to rank " << p;
+      EXPECT_EQ(c.bytesReceived[p], p == me ? 0 : pairBytes(p, me, n)) << "from rank " << p;
+    }
+  });
+}
+
+TEST_P(TransportTest, AlltoallvAllEmpty) {
+  run([&](Transport& t) {
+    std::vector<ConstBytes> sends(t.size());
+    std::vector<ByteVector> received(3, ByteVector(5));  // stale content must go
+    ASSERT_TRUE(t.alltoallv(sends, &received).isOk());
+    ASSERT_EQ(received.size(), static_cast<size_t>(t.size()));
+    for (const ByteVector& r : received) EXPECT_TRUE(r.empty());
+    EXPECT_EQ(t.counters().totalSent(), 0u);
+  });
+}
+
+TEST_P(TransportTest, AllgathervWithEmptyContributions) {
+  run([&](Transport& t) {
+    const int n = t.size();
+    const int me = t.rank();
+    auto bytesOf = [](int r) -> size_t { return r % 3 == 1 ? 0 : size_t(r) * 1000 + 7; };
+    const ByteVector mine = pattern(me, -1, bytesOf(me));
+    t.resetCounters();
+    std::vector<ByteVector> gathered;
+    ASSERT_TRUE(t.allgatherv(mine.data(), mine.size(), &gathered).isOk());
+    ASSERT_EQ(gathered.size(), static_cast<size_t>(n));
+    const TransportCounters c = t.counters();
+    for (int p = 0; p < n; ++p) {
+      EXPECT_EQ(gathered[p], pattern(p, -1, bytesOf(p))) << "rank " << p;
+      EXPECT_EQ(c.bytesSent[p], p == me ? 0 : bytesOf(me));
+      EXPECT_EQ(c.bytesReceived[p], p == me ? 0 : bytesOf(p));
+    }
+    // Everyone empty.
+    ASSERT_TRUE(t.allgatherv(nullptr, 0, &gathered).isOk());
+    for (const ByteVector& g : gathered) EXPECT_TRUE(g.empty());
+  });
+}
+
+// x_r[i] = (r + 1) * ((i % 13) - 6): small integers, exact in every dtype (bf16 included), so
+// the sum n(n+1)/2 * ((i % 13) - 6) is checked exactly whatever the summation order.
+template <typename T>
+void checkAllreduce(Transport& t, DataType dtype, size_t count) {
+  const int n = t.size();
+  auto value = [](double v) {
+    if constexpr (std::is_same_v<T, Half>) {
+      return toHalf(static_cast<float>(v));
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      return toBFloat16(static_cast<float>(v));
+    } else {
+      return static_cast<T>(v);
+    }
+  };
+  auto asDouble = [](T v) {
+    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+      return static_cast<double>(toFloat(v));
+    } else {
+      return static_cast<double>(v);
+    }
+  };
+  std::vector<T> data(count);
+  for (size_t i = 0; i < count; ++i) {
+    data[i] = value((t.rank() + 1) * (static_cast<double>(i % 13) - 6));
+  }
+  t.resetCounters();
+  ASSERT_TRUE(t.allreduce(data.data(), count, dtype).isOk()) << dataTypeName(dtype);
+  const double ranks = n * (n + 1) / 2.0;
+  for (size_t i = 0; i < count; ++i) {
+    ASSERT_EQ(asDouble(data[i]), ranks * (static_cast<double>(i % 13) - 6))
+        << dataTypeName(dtype) << " element " << i << " of " << count;
+  }
+  // The ring moves each of n chunks n-1 times per phase, in the wire dtype.
+  const TransportCounters c = t.counters();
+  const uint64_t wire = dataTypeSize(wireDataType(dtype));
+  const uint64_t expected = n == 1 ? 0 : 2 * uint64_t(n - 1) * count * wire;
+  EXPECT_EQ(sumOverRanks(t, c.totalSent()), expected) << dataTypeName(dtype);
+  EXPECT_EQ(sumOverRanks(t, c.totalReceived()), expected) << dataTypeName(dtype);
+  if (n > 2) {
+    const int right = (t.rank() + 1) % n;
+    EXPECT_EQ(c.bytesSent[right], c.totalSent()) << "only the right neighbour hears from a rank";
+  }
+}
+
+TEST_P(TransportTest, AllreduceEveryDtypeInClosedForm) {
+  run([&](Transport& t) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{6}, size_t{1001}, size_t{65537}}) {
+      checkAllreduce<float>(t, DataType::kFloat32, count);
+      checkAllreduce<double>(t, DataType::kFloat64, count);
+      checkAllreduce<int32_t>(t, DataType::kInt32, count);
+      checkAllreduce<int64_t>(t, DataType::kInt64, count);
+      checkAllreduce<Half>(t, DataType::kFloat16, count);
+      checkAllreduce<BFloat16>(t, DataType::kBFloat16, count);
+    }
+  });
+}
+
+TEST_P(TransportTest, AllreduceInt32Wraps) {
+  run([&](Transport& t) {
+    int32_t x = INT32_MAX;
+    ASSERT_TRUE(t.allreduce(&x, 1, DataType::kInt32).isOk());
+    const uint32_t expected = static_cast<uint32_t>(INT32_MAX) * static_cast<uint32_t>(t.size());
+    EXPECT_EQ(static_cast<uint32_t>(x), expected);
+  });
+}
+
+TEST_P(TransportTest, BroadcastFromEveryRoot) {
+  run([&](Transport& t) {
+    const int n = t.size();
+    for (int root = 0; root < n; ++root) {
+      for (size_t bytes : {size_t{0}, size_t{5}, size_t{1} << 20}) {
+        ByteVector buffer = t.rank() == root ? pattern(root, -2, bytes) : ByteVector(bytes, 0xab);
+        t.resetCounters();
+        ASSERT_TRUE(t.broadcast(buffer.data(), bytes, root).isOk());
+        EXPECT_EQ(buffer, pattern(root, -2, bytes)) << "root " << root << ", " << bytes << " B";
+        const TransportCounters c = t.counters();
+        for (int p = 0; p < n; ++p) {
+          EXPECT_EQ(c.bytesSent[p], t.rank() == root && p != root ? bytes : 0);
+          EXPECT_EQ(c.bytesReceived[p], t.rank() != root && p == root ? bytes : 0);
+        }
+      }
+    }
+  });
+}
+
+// The last rank arrives late; nobody may leave the barrier before it arrives.
+TEST_P(TransportTest, BarrierWaitsForTheLastRank) {
+  run([&](Transport& t) {
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(t.barrier().isOk());
+    if (t.size() == 1) return;
+    const auto start = std::chrono::steady_clock::now();
+    if (t.rank() == t.size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    t.resetCounters();
+    ASSERT_TRUE(t.barrier().isOk());
+    EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
+    EXPECT_EQ(t.counters().totalSent(), 0u) << "a barrier carries no payload";
+  });
+}
+
+// Sizes above the MPI chunk limit (lowered to 1000 B) take the multi-call paths; the other
+// backends run the same calls.
+TEST_P(TransportTest, MessagesLargerThanOneChunk) {
+  RankOptions options;
+  options.mpiMaxChunkBytes = 1000;
+  run(
+      [&](Transport& t) {
+        const int n = t.size();
+        const int me = t.rank();
+        std::vector<ByteVector> outgoing(n);
+        std::vector<ConstBytes> sends(n);
+        for (int p = 0; p < n; ++p) {
+          outgoing[p] = pattern(me, p, (me + p) % 3 == 0 ? 0 : 2500 + 1000 * p);
+          sends[p] = ConstBytes{outgoing[p].data(), outgoing[p].size()};
+        }
+        std::vector<ByteVector> received;
+        ASSERT_TRUE(t.alltoallv(sends, &received).isOk());
+        for (int p = 0; p < n; ++p) {
+          EXPECT_EQ(received[p], pattern(p, me, (me + p) % 3 == 0 ? 0 : 2500 + 1000 * me));
+        }
+        const ByteVector mine = pattern(me, -3, 1234 * me + 999);
+        std::vector<ByteVector> gathered;
+        ASSERT_TRUE(t.allgatherv(mine.data(), mine.size(), &gathered).isOk());
+        for (int p = 0; p < n; ++p) EXPECT_EQ(gathered[p], pattern(p, -3, 1234 * p + 999));
+        checkAllreduce<double>(t, DataType::kFloat64, 1000);
+        checkAllreduce<Half>(t, DataType::kFloat16, 777);
+        ByteVector buffer = me == 0 ? pattern(0, -4, 4321) : ByteVector(4321);
+        ASSERT_TRUE(t.broadcast(buffer.data(), buffer.size(), 0).isOk());
+        EXPECT_EQ(buffer, pattern(0, -4, 4321));
+        if (n >= 2 && me < 2) {
+          const ByteVector out = pattern(me, 1 - me, 3001);
+          ByteVector in(3001);
+          if (me == 0) {
+            ASSERT_TRUE(t.send(1, out.data(), out.size()).isOk());
+            ASSERT_TRUE(t.recv(1, in.data(), in.size()).isOk());
+          } else {
+            ASSERT_TRUE(t.recv(0, in.data(), in.size()).isOk());
+            ASSERT_TRUE(t.send(0, out.data(), out.size()).isOk());
+          }
+          EXPECT_EQ(in, pattern(1 - me, me, 3001));
+        }
+      },
+      options);
+}
+
+// Rank 1 never sends: rank 0's receive must end in kTimeout naming rank 1, well within the
+// bound, and the transport stays failed afterwards.
+TEST_P(TransportTest, PeerThatNeverSendsTimesOut) {
+  RankOptions options;
+  options.timeoutSeconds = 0.5;
+  run(
+      [&](Transport& t) {
+        if (t.size() < 2 || t.rank() != 0) return;
+        int x = 0;
+        const auto start = std::chrono::steady_clock::now();
+        const Status s = t.recv(1, &x, sizeof(x));
+        const auto took = std::chrono::steady_clock::now() - start;
+        EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
+        EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.toString();
+        EXPECT_GE(took, std::chrono::milliseconds(450));
+        EXPECT_LT(took, std::chrono::seconds(5));
+        EXPECT_EQ(t.barrier().code(), StatusCode::kAborted);
+      },
+      options);
+}
+
+// Only rank 0 enters the barrier. (Skipped for MPI: a collective that timed out cannot be
+// withdrawn there, see mpi_transport.h.)
+TEST_P(TransportTest, CollectiveWithAMissingRankTimesOut) {
+  if (backend() == Backend::kMpi) GTEST_SKIP() << "MPI collectives cannot be withdrawn";
+  RankOptions options;
+  options.timeoutSeconds = 0.5;
+  run(
+      [&](Transport& t) {
+        if (t.size() < 2 || t.rank() != 0) return;
+        const auto start = std::chrono::steady_clock::now();
+        const Status s = t.barrier();
+        EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+        float v = 1;
+        EXPECT_EQ(t.allreduce(&v, 1, DataType::kFloat32).code(), StatusCode::kAborted);
+      },
+      options);
+}
+
+}  // namespace
+}  // namespace zen::ops::testing
