@@ -1,0 +1,28 @@
+#pragma once
+
+// Tensor fusion (Horovod's FuseResponses): greedy, in the global order, merges ready
+// single-tensor responses into buckets of the same op, dtype, devices, reduce op and (sparse)
+// row size, while the bucket's dense bytes stay within the threshold (ZEN_FUSION_THRESHOLD,
+// 128 MiB by default; a larger tensor goes alone; 0 disables fusion). Like Horovod it looks
+// ahead past responses that do not match (mixed precision interleaves fp16 and fp32) as long
+// as fused plus skipped bytes stay within the threshold; the skipped ones keep their order.
+//
+// A sparse bucket is one virtual tensor: the tensors' index spaces are concatenated, tensor i
+// starting at rowOffsets[i], totalRows in all, so one Push/Pull serves the whole bucket.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/message.h"
+
+namespace zen::controller {
+
+// Responses of these types may share a bucket; broadcasts, joins, barriers and errors never do.
+bool isFusible(ResponseType type);
+
+// Dense bytes of all of a response's tensors.
+int64_t responseBytes(const Response& response);
+
+std::vector<Response> fuseResponses(std::vector<Response> responses, int64_t thresholdBytes);
+
+}  // namespace zen::controller

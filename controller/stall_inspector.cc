@@ -1,0 +1,71 @@
+// Stall warnings and stall shutdown over the message table (controller/stall_inspector.h).
+
+#include "controller/stall_inspector.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+namespace zen::controller {
+
+StallReport StallInspector::check(const MessageTable& table, TimePoint now) {
+  StallReport report;
+  if (options_.checkSeconds <= 0) return report;
+
+  // Names older than the check time, oldest first: the oldest is the likely culprit.
+  std::vector<std::pair<TimePoint, const std::string*>> stalled;
+  for (const auto& [name, entry] : table.entries()) {
+    if (secondsBetween(entry.firstSeen, now) >= options_.checkSeconds) {
+      stalled.emplace_back(entry.firstSeen, &name);
+    }
+  }
+  if (stalled.empty()) return report;
+  std::sort(stalled.begin(), stalled.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : *a.second < *b.second;
+  });
+
+  const bool canShutDown = options_.shutdownSeconds > 0;
+  std::map<int, std::vector<const std::string*>> missing;  // rank -> names, oldest first
+  std::set<int> pastShutdown;
+  for (const auto& [firstSeen, name] : stalled) {
+    const TableEntry& entry = table.entries().at(*name);
+    const bool tooOld = canShutDown && secondsBetween(firstSeen, now) >= options_.shutdownSeconds;
+    for (int r = 0; r < table.size(); ++r) {
+      if (entry.byRank[static_cast<size_t>(r)] || table.joined(r)) continue;
+      missing[r].push_back(name);
+      if (tooOld) pastShutdown.insert(r);
+    }
+  }
+  for (const auto& kv : missing) report.missingRanks.push_back(kv.first);
+  report.shutdown = !pastShutdown.empty();
+
+  const bool due = !lastWarning_ || secondsBetween(*lastWarning_, now) >= options_.checkSeconds;
+  if (!due && !report.shutdown) return report;
+  lastWarning_ = now;
+
+  std::string text = fmt::format(
+      "One or more tensors were submitted to be reduced, gathered or broadcast by a subset of "
+      "ranks and have been waiting for the remaining ranks for more than {:g} seconds (longest: "
+      "'{}', {:.1f} s). The missing ranks may be slow (data loading, uneven batches: consider "
+      "join) or may be submitting different tensors, which deadlocks.",
+      options_.checkSeconds, *stalled.front().second, secondsBetween(stalled.front().first, now));
+  if (report.shutdown) {
+    text += fmt::format(" Ranks marked ! have stalled past {:g} seconds: shutting down.",
+                        options_.shutdownSeconds);
+  }
+  text += "\nMissing ranks:";
+  for (const auto& [rank, names] : missing) {
+    text += fmt::format("\n{}{}: [", rank, pastShutdown.count(rank) ? "!" : "");
+    const size_t shown = std::min(names.size(), static_cast<size_t>(options_.namesPerRank));
+    for (size_t i = 0; i < shown; ++i) text += (i ? ", " : "") + *names[i];
+    if (names.size() > shown) text += fmt::format(" ... (+{} more)", names.size() - shown);
+    text += "]";
+  }
+  report.warning = std::move(text);
+  return report;
+}
+
+}  // namespace zen::controller

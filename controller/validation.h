@@ -1,0 +1,33 @@
+#pragma once
+
+// Turns a ready table entry into the Response every rank executes, or into an error response
+// that every rank's callback receives (Horovod's ConstructResponse). Messages name the tensor,
+// the field and which ranks sent what: "tensor 'emb.weight': rank 2 sent dtype float16, rank 0
+// float32". Unlike Horovod, joined ranks may take part in sparse allreduce and allgather (they
+// contribute no rows); only a broadcast from a joined root is refused.
+
+#include <string>
+#include <vector>
+
+#include "controller/message_table.h"
+#include "core/message.h"
+#include "core/status.h"
+
+namespace zen::controller {
+
+// Checks one request on its own, before any other rank's is known: op-specific fields make
+// sense (sparse row size matches the dense shape, broadcast root in range, join name). Used
+// at enqueue, so a bad call fails at once on the calling rank, and again on rank 0.
+Status checkRequest(const Request& request, int size);
+
+// The response for a ready name. `joined[r]` says rank r joined instead of posting.
+Response buildResponse(const std::string& name,
+                       const TableEntry& entry,
+                       const std::vector<bool>& joined);
+
+Response errorResponse(const std::string& name, std::string message);
+
+// "rank 2", "ranks 0-3, 5": compact for large jobs.
+std::string formatRanks(const std::vector<int>& ranks);
+
+}  // namespace zen::controller

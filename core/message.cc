@@ -1,0 +1,100 @@
+// Names and equality of the negotiation messages (core/message.h).
+
+#include "core/message.h"
+
+namespace zen {
+
+const char* opTypeName(OpType op) {
+  switch (op) {
+    case OpType::kSparseAllreduce:
+      return "sparse_allreduce";
+    case OpType::kAllreduce:
+      return "allreduce";
+    case OpType::kAllgather:
+      return "allgather";
+    case OpType::kBroadcast:
+      return "broadcast";
+    case OpType::kJoin:
+      return "join";
+    case OpType::kBarrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
+const char* reduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAverage:
+      return "average";
+  }
+  return "unknown";
+}
+
+const char* responseTypeName(ResponseType type) {
+  switch (type) {
+    case ResponseType::kSparseAllreduce:
+      return "sparse_allreduce";
+    case ResponseType::kAllreduce:
+      return "allreduce";
+    case ResponseType::kAllgather:
+      return "allgather";
+    case ResponseType::kBroadcast:
+      return "broadcast";
+    case ResponseType::kJoin:
+      return "join";
+    case ResponseType::kBarrier:
+      return "barrier";
+    case ResponseType::kError:
+      return "error";
+  }
+  return "unknown";
+}
+
+ResponseType responseTypeFor(OpType op) {
+  switch (op) {
+    case OpType::kSparseAllreduce:
+      return ResponseType::kSparseAllreduce;
+    case OpType::kAllreduce:
+      return ResponseType::kAllreduce;
+    case OpType::kAllgather:
+      return ResponseType::kAllgather;
+    case OpType::kBroadcast:
+      return ResponseType::kBroadcast;
+    case OpType::kJoin:
+      return ResponseType::kJoin;
+    case OpType::kBarrier:
+      return ResponseType::kBarrier;
+  }
+  return ResponseType::kError;
+}
+
+bool Request::operator==(const Request& o) const {
+  return rank == o.rank && name == o.name && op == o.op && dtype == o.dtype && shape == o.shape &&
+         device == o.device && reduceOp == o.reduceOp && rootRank == o.rootRank &&
+         rowSize == o.rowSize;
+}
+
+bool RequestList::operator==(const RequestList& o) const {
+  return requests == o.requests && shutdown == o.shutdown;
+}
+
+bool Response::operator==(const Response& o) const {
+  return type == o.type && tensorNames == o.tensorNames && errorMessage == o.errorMessage &&
+         dtype == o.dtype && devices == o.devices && reduceOp == o.reduceOp &&
+         rootRank == o.rootRank && rowSize == o.rowSize && shapes == o.shapes &&
+         gatherRows == o.gatherRows && rowOffsets == o.rowOffsets && totalRows == o.totalRows &&
+         lastJoinedRank == o.lastJoinedRank;
+}
+
+bool ResponseList::operator==(const ResponseList& o) const {
+  return responses == o.responses && shutdown == o.shutdown;
+}
+
+int64_t denseBytes(const Response& response, size_t i) {
+  if (i >= response.shapes.size()) return 0;
+  return response.shapes[i].numElements() * static_cast<int64_t>(dataTypeSize(response.dtype));
+}
+
+}  // namespace zen

@@ -1,0 +1,114 @@
+#pragma once
+
+// The negotiation messages (ARCHITECTURE.md "The shape in one paragraph"): every cycle each
+// rank sends rank 0 a RequestList of the tensors it has posted, and rank 0 answers every rank
+// with one ResponseList, the plan all ranks execute in the same order. The wire codec lives in
+// core/message_codec.h.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace zen {
+
+enum class OpType : uint8_t {
+  kSparseAllreduce,  // row-sparse COO gradients (Zen's Push/Pull or another scheme)
+  kAllreduce,
+  kAllgather,
+  kBroadcast,
+  kJoin,  // "this rank has no more data"; see kJoinTensorName
+  kBarrier,
+};
+inline constexpr int kNumOpTypes = 6;
+const char* opTypeName(OpType op);
+
+enum class ReduceOp : uint8_t { kSum, kAverage };
+inline constexpr int kNumReduceOps = 2;
+const char* reduceOpName(ReduceOp op);
+
+// The name every join request carries, as Horovod's "join.noname": a rank joins once at a time,
+// so the name identifies its callback.
+inline constexpr const char* kJoinTensorName = "join.noname";
+
+// One tensor a rank has posted. What every rank must agree on, and nothing that changes from
+// step to step: a sparse tensor's nnz travels in the data plane, so the response cache keeps
+// hitting while nnz varies.
+struct Request {
+  int32_t rank = 0;
+  std::string name;
+  OpType op = OpType::kAllreduce;
+  DataType dtype = DataType::kFloat32;
+  TensorShape shape;  // the dense shape; for kSparseAllreduce [numRows, ...row dims]
+  Device device;
+  ReduceOp reduceOp = ReduceOp::kSum;  // kAllreduce and kSparseAllreduce
+  int32_t rootRank = 0;                // kBroadcast
+  int64_t rowSize = 1;                 // elements per row; kSparseAllreduce
+
+  bool operator==(const Request& o) const;
+  bool operator!=(const Request& o) const { return !(*this == o); }
+};
+
+struct RequestList {
+  std::vector<Request> requests;
+  bool shutdown = false;  // this rank wants the daemon to stop
+
+  bool operator==(const RequestList& o) const;
+};
+
+enum class ResponseType : uint8_t {
+  kSparseAllreduce,
+  kAllreduce,
+  kAllgather,
+  kBroadcast,
+  kJoin,
+  kBarrier,
+  kError,  // every named tensor fails on every rank with errorMessage
+};
+inline constexpr int kNumResponseTypes = 7;
+const char* responseTypeName(ResponseType type);
+ResponseType responseTypeFor(OpType op);
+
+// What every rank executes next: one collective over one tensor or a fused bucket of them.
+struct Response {
+  ResponseType type = ResponseType::kAllreduce;
+  std::vector<std::string> tensorNames;  // > 1 for a fused bucket
+  std::string errorMessage;              // kError only
+
+  DataType dtype = DataType::kFloat32;
+  // devices[r] is rank r's device (Horovod's devices()): indices may differ between ranks,
+  // the kind may not. Ranks that did not post (joined) get the first poster's device.
+  std::vector<Device> devices;
+  ReduceOp reduceOp = ReduceOp::kSum;
+  int32_t rootRank = 0;
+  int64_t rowSize = 1;
+
+  // Per tensor, parallel to tensorNames: the dense shape. For kAllgather, the output shape
+  // (first dimension = rows gathered from all ranks).
+  std::vector<TensorShape> shapes;
+  // kAllgather: rows each rank contributes, [tensor * size + rank]; joined ranks give 0.
+  std::vector<int64_t> gatherRows;
+  // kSparseAllreduce: the bucket is one virtual tensor whose index space concatenates the
+  // tensors' rows; tensor i's indices are offset by rowOffsets[i], totalRows in all.
+  std::vector<int64_t> rowOffsets;
+  int64_t totalRows = 0;
+
+  int32_t lastJoinedRank = -1;  // kJoin: what join() returns
+
+  bool operator==(const Response& o) const;
+  bool operator!=(const Response& o) const { return !(*this == o); }
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+  bool shutdown = false;  // all ranks leave the loop after this plan
+
+  bool operator==(const ResponseList& o) const;
+};
+
+// Dense bytes of tensor i of a response: what the fusion threshold counts.
+int64_t denseBytes(const Response& response, size_t i);
+
+}  // namespace zen

@@ -1,0 +1,174 @@
+// Error responses name the tensor, the field and the ranks; join with sparse tensors works.
+
+#include "controller/validation.h"
+
+#include <gtest/gtest.h>
+
+#include "sim_cluster.h"
+
+namespace zen::controller {
+namespace {
+
+using testing::makeRequest;
+using testing::sparseRequest;
+
+TableEntry entryOf(int size, const std::vector<Request>& requests) {
+  TableEntry e;
+  e.byRank.resize(static_cast<size_t>(size));
+  for (const auto& q : requests) {
+    e.byRank[static_cast<size_t>(q.rank)] = q;
+    ++e.posted;
+  }
+  return e;
+}
+
+std::vector<bool> noneJoined(int size) {
+  return std::vector<bool>(static_cast<size_t>(size));
+}
+
+std::string errorOf(const std::vector<Request>& requests, int size) {
+  const Response r =
+      buildResponse(requests.front().name, entryOf(size, requests), noneJoined(size));
+  EXPECT_EQ(r.type, ResponseType::kError);
+  EXPECT_EQ(r.tensorNames, std::vector<std::string>{requests.front().name});
+  return r.errorMessage;
+}
+
+TEST(Validation, FormatsRankSetsCompactly) {
+  EXPECT_EQ(formatRanks({2}), "rank 2");
+  EXPECT_EQ(formatRanks({0, 1, 2, 3, 5}), "ranks 0-3, 5");
+  EXPECT_EQ(formatRanks({1, 3, 4}), "ranks 1, 3-4");
+}
+
+TEST(Validation, DtypeMismatchNamesTensorAndRanks) {
+  EXPECT_EQ(errorOf({makeRequest(0, "emb.weight", OpType::kAllreduce, DataType::kFloat32),
+                     makeRequest(2, "emb.weight", OpType::kAllreduce, DataType::kFloat16)},
+                    3),
+            "tensor 'emb.weight': rank 2 sent dtype float16, rank 0 float32");
+  EXPECT_EQ(errorOf({makeRequest(0, "w", OpType::kAllreduce, DataType::kFloat32),
+                     makeRequest(1, "w", OpType::kAllreduce, DataType::kFloat32),
+                     makeRequest(2, "w", OpType::kAllreduce, DataType::kFloat16),
+                     makeRequest(3, "w", OpType::kAllreduce, DataType::kFloat64),
+                     makeRequest(4, "w", OpType::kAllreduce, DataType::kFloat16)},
+                    5),
+            "tensor 'w': ranks 2, 4 sent dtype float16, rank 3 float64, ranks 0-1 float32");
+}
+
+TEST(Validation, OpMismatchIsReportedBeforeItsSymptoms) {
+  EXPECT_EQ(errorOf({makeRequest(0, "x", OpType::kSparseAllreduce, DataType::kFloat32),
+                     makeRequest(1, "x", OpType::kAllgather, DataType::kFloat16)},
+                    2),
+            "tensor 'x': rank 1 sent op allgather, rank 0 sparse_allreduce");
+}
+
+TEST(Validation, ShapeDeviceReduceOpRootAndRowSizeMismatches) {
+  EXPECT_EQ(errorOf({makeRequest(0, "x", OpType::kAllreduce, DataType::kFloat32, {3, 4}),
+                     makeRequest(1, "x", OpType::kAllreduce, DataType::kFloat32, {3, 5})},
+                    2),
+            "tensor 'x': rank 1 sent dense shape [3, 5], rank 0 [3, 4]");
+
+  Request cpu = makeRequest(0, "x"), gpu = makeRequest(1, "x");
+  gpu.device = Device::cuda(1);
+  EXPECT_EQ(errorOf({cpu, gpu}, 2), "tensor 'x': rank 1 sent device kind cuda, rank 0 cpu");
+  // Each rank has its own GPU: device indices may differ.
+  cpu.device = Device::cuda(0);
+  EXPECT_EQ(buildResponse("x", entryOf(2, {cpu, gpu}), noneJoined(2)).type,
+            ResponseType::kAllreduce);
+
+  Request sum = makeRequest(0, "x"), avg = makeRequest(1, "x");
+  avg.reduceOp = ReduceOp::kAverage;
+  EXPECT_EQ(errorOf({sum, avg}, 2), "tensor 'x': rank 1 sent reduce op average, rank 0 sum");
+
+  Request b0 = makeRequest(0, "p", OpType::kBroadcast),
+          b1 = makeRequest(1, "p", OpType::kBroadcast);
+  b1.rootRank = 1;
+  EXPECT_EQ(errorOf({b0, b1}, 2), "tensor 'p': rank 1 sent root rank 1, rank 0 0");
+  // Fields an op does not use are not compared.
+  Request a0 = makeRequest(0, "y"), a1 = makeRequest(1, "y");
+  a1.rootRank = 1;
+  EXPECT_EQ(buildResponse("y", entryOf(2, {a0, a1}), noneJoined(2)).type, ResponseType::kAllreduce);
+
+  Request s0 = sparseRequest(0, "e", 100, 8), s1 = sparseRequest(1, "e", 100, 8);
+  s1.rowSize = 4;  // inconsistent with its own shape
+  const std::string msg = errorOf({s0, s1}, 2);
+  EXPECT_NE(msg.find("row size 4 does not match dense shape [100, 8]"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("rank 1"), std::string::npos) << msg;
+}
+
+TEST(Validation, AllgatherLetsOnlyTheFirstDimensionDiffer) {
+  const auto g = [](int rank, TensorShape s) {
+    return makeRequest(rank, "g", OpType::kAllgather, DataType::kFloat32, std::move(s));
+  };
+  const Response ok =
+      buildResponse("g", entryOf(3, {g(0, {2, 3}), g(1, {5, 3}), g(2, {0, 3})}), noneJoined(3));
+  ASSERT_EQ(ok.type, ResponseType::kAllgather);
+  EXPECT_EQ(ok.gatherRows, (std::vector<int64_t>{2, 5, 0}));
+  EXPECT_EQ(ok.shapes, std::vector<TensorShape>{TensorShape({7, 3})});
+  const std::string msg = errorOf({g(0, {2, 3}), g(1, {2, 4})}, 2);
+  EXPECT_NE(msg.find("rank 1 sent shape (all dimensions but the first must match) [2, 4], rank 0 "
+                     "[2, 3]"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(errorOf({g(0, {2, 3}), g(1, {2, 3, 1})}, 2).find("rank 1"), std::string::npos);
+}
+
+TEST(Validation, DuplicatePostFailsTheName) {
+  TableEntry e = entryOf(2, {makeRequest(0, "x"), makeRequest(1, "x")});
+  e.duplicateRanks = {1};
+  const Response r = buildResponse("x", e, noneJoined(2));
+  ASSERT_EQ(r.type, ResponseType::kError);
+  EXPECT_NE(r.errorMessage.find("tensor 'x': rank 1 posted it again"), std::string::npos);
+}
+
+TEST(Validation, SparseWithJoinedRanksWorks) {
+  std::vector<bool> joined = {false, true, false, true};
+  Request q0 = sparseRequest(0, "emb", 1000, 16), q2 = sparseRequest(2, "emb", 1000, 16);
+  q0.device = Device::cuda(0);
+  q2.device = Device::cuda(2);
+  const Response r = buildResponse("emb", entryOf(4, {q0, q2}), joined);
+  ASSERT_EQ(r.type, ResponseType::kSparseAllreduce) << r.errorMessage;
+  EXPECT_EQ(r.rowSize, 16);
+  EXPECT_EQ(r.rowOffsets, std::vector<int64_t>{0});
+  EXPECT_EQ(r.totalRows, 1000);
+  ASSERT_EQ(r.devices.size(), 4u);
+  EXPECT_EQ(r.devices[2], Device::cuda(2));
+  EXPECT_EQ(r.devices[1], Device::cuda(0));  // joined: the first poster's
+
+  // Allgather too: joined ranks contribute no rows.
+  const auto g = [](int rank, int64_t rows) {
+    return makeRequest(rank, "g", OpType::kAllgather, DataType::kInt64, TensorShape({rows, 2}));
+  };
+  const Response ag = buildResponse("g", entryOf(4, {g(0, 3), g(2, 4)}), joined);
+  ASSERT_EQ(ag.type, ResponseType::kAllgather) << ag.errorMessage;
+  EXPECT_EQ(ag.gatherRows, (std::vector<int64_t>{3, 0, 4, 0}));
+}
+
+TEST(Validation, BroadcastFromAJoinedRootFails) {
+  Request b = makeRequest(0, "p", OpType::kBroadcast);
+  b.rootRank = 1;
+  const Response r = buildResponse("p", entryOf(2, {b}), {false, true});
+  ASSERT_EQ(r.type, ResponseType::kError);
+  EXPECT_EQ(r.errorMessage,
+            "tensor 'p': broadcast root rank 1 has joined and has no tensor to send");
+}
+
+TEST(Validation, CheckRequestCatchesMalformedRequestsAtEnqueue) {
+  EXPECT_TRUE(checkRequest(sparseRequest(0, "e", 10, 4), 2).isOk());
+  Request s = sparseRequest(0, "e", 10, 4);
+  s.rowSize = 3;
+  EXPECT_FALSE(checkRequest(s, 2).isOk());
+  s.shape = TensorShape({});
+  EXPECT_FALSE(checkRequest(s, 2).isOk());
+  Request b = makeRequest(0, "b", OpType::kBroadcast);
+  b.rootRank = 2;
+  EXPECT_FALSE(checkRequest(b, 2).isOk());
+  EXPECT_FALSE(checkRequest(makeRequest(0, "j", OpType::kJoin), 2).isOk());
+  EXPECT_TRUE(checkRequest(makeRequest(0, kJoinTensorName, OpType::kJoin), 2).isOk());
+  EXPECT_FALSE(checkRequest(makeRequest(0, ""), 2).isOk());
+  EXPECT_FALSE(checkRequest(makeRequest(3, "x"), 2).isOk());
+  EXPECT_FALSE(
+      checkRequest(makeRequest(0, "g", OpType::kAllgather, DataType::kFloat32, {}), 2).isOk());
+}
+
+}  // namespace
+}  // namespace zen::controller

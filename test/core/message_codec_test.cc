@@ -1,0 +1,267 @@
+// Wire codec: round trips, and truncated, oversized and garbage input rejected cleanly.
+
+#include "core/message_codec.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace zen {
+namespace {
+
+Request sparseRequest() {
+  Request q;
+  q.rank = 3;
+  q.name = "emb.weight";
+  q.op = OpType::kSparseAllreduce;
+  q.dtype = DataType::kFloat16;
+  q.shape = TensorShape({1000000, 64});
+  q.device = Device::cuda(2);
+  q.reduceOp = ReduceOp::kAverage;
+  q.rowSize = 64;
+  return q;
+}
+
+RequestList sampleRequests() {
+  RequestList list;
+  list.requests.push_back(sparseRequest());
+  Request b;
+  b.rank = 3;
+  b.name = "bcast/\xc3\xa9";  // non-ASCII and an embedded NUL survive
+  b.name.push_back('\0');
+  b.name.push_back('x');
+  b.op = OpType::kBroadcast;
+  b.rootRank = 1;
+  b.shape = TensorShape({});
+  list.requests.push_back(b);
+  Request j;
+  j.rank = 3;
+  j.name = kJoinTensorName;
+  j.op = OpType::kJoin;
+  list.requests.push_back(j);
+  list.shutdown = true;
+  return list;
+}
+
+ResponseList sampleResponses() {
+  ResponseList list;
+  Response sparse;
+  sparse.type = ResponseType::kSparseAllreduce;
+  sparse.tensorNames = {"a", "b"};
+  sparse.dtype = DataType::kBFloat16;
+  sparse.devices = {Device::cuda(0), Device::cuda(1)};
+  sparse.reduceOp = ReduceOp::kAverage;
+  sparse.rowSize = 16;
+  sparse.shapes = {TensorShape({10, 16}), TensorShape({7, 4, 4})};
+  sparse.rowOffsets = {0, 10};
+  sparse.totalRows = 17;
+  list.responses.push_back(sparse);
+  Response gather;
+  gather.type = ResponseType::kAllgather;
+  gather.tensorNames = {"g"};
+  gather.dtype = DataType::kInt64;
+  gather.devices = {Device::cpu(), Device::cpu()};
+  gather.shapes = {TensorShape({5, 3})};
+  gather.gatherRows = {2, 3};
+  list.responses.push_back(gather);
+  Response error;
+  error.type = ResponseType::kError;
+  error.tensorNames = {"bad"};
+  error.errorMessage = "tensor 'bad': no";
+  list.responses.push_back(error);
+  Response join;
+  join.type = ResponseType::kJoin;
+  join.tensorNames = {kJoinTensorName};
+  join.lastJoinedRank = 1;
+  list.responses.push_back(join);
+  return list;
+}
+
+TEST(MessageCodec, RequestListRoundTrips) {
+  const RequestList list = sampleRequests();
+  const auto bytes = encodeRequestList(list);
+  auto decoded = decodeRequestList(bytes);
+  ASSERT_TRUE(decoded.isOk()) << decoded.status().toString();
+  EXPECT_EQ(decoded.value(), list);
+  EXPECT_EQ(decoded.value().requests[1].name.size(), list.requests[1].name.size());
+}
+
+TEST(MessageCodec, EmptyListsRoundTrip) {
+  auto req = decodeRequestList(encodeRequestList(RequestList{}));
+  ASSERT_TRUE(req.isOk());
+  EXPECT_TRUE(req.value().requests.empty());
+  EXPECT_FALSE(req.value().shutdown);
+  auto resp = decodeResponseList(encodeResponseList(ResponseList{{}, true}));
+  ASSERT_TRUE(resp.isOk());
+  EXPECT_TRUE(resp.value().shutdown);
+}
+
+TEST(MessageCodec, ResponseListRoundTrips) {
+  const ResponseList list = sampleResponses();
+  auto decoded = decodeResponseList(encodeResponseList(list));
+  ASSERT_TRUE(decoded.isOk()) << decoded.status().toString();
+  EXPECT_EQ(decoded.value(), list);
+}
+
+TEST(MessageCodec, IsLittleEndianWithAHeader) {
+  RequestList list;
+  Request q;
+  q.rank = 0x01020304;
+  q.name = "x";
+  list.requests.push_back(q);
+  const auto bytes = encodeRequestList(list);
+  ASSERT_GE(bytes.size(), 14u);
+  EXPECT_EQ(bytes[0], 'Z');
+  EXPECT_EQ(bytes[1], 'N');
+  EXPECT_EQ(bytes[2], kWireVersion);
+  EXPECT_EQ(bytes[4], 0);  // shutdown
+  EXPECT_EQ(bytes[5], 1);  // count, low byte first
+  EXPECT_EQ(bytes[9], 0x04);
+  EXPECT_EQ(bytes[12], 0x01);
+}
+
+// Every strict prefix of a valid message is truncated and must be rejected cleanly.
+TEST(MessageCodec, EveryTruncationIsRejected) {
+  const auto req = encodeRequestList(sampleRequests());
+  for (size_t n = 0; n < req.size(); ++n) {
+    auto r = decodeRequestList(req.data(), n);
+    ASSERT_FALSE(r.isOk()) << "prefix " << n;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  }
+  const auto resp = encodeResponseList(sampleResponses());
+  for (size_t n = 0; n < resp.size(); ++n) {
+    auto r = decodeResponseList(resp.data(), n);
+    ASSERT_FALSE(r.isOk()) << "prefix " << n;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(MessageCodec, TrailingBytesAreRejected) {
+  auto bytes = encodeRequestList(sampleRequests());
+  bytes.push_back(0);
+  auto r = decodeRequestList(bytes);
+  ASSERT_FALSE(r.isOk());
+  EXPECT_NE(r.status().message().find("unexpected bytes"), std::string::npos);
+}
+
+TEST(MessageCodec, HeaderMismatchesAreRejected) {
+  auto bytes = encodeRequestList(sampleRequests());
+  auto bad = bytes;
+  bad[0] = 'X';
+  EXPECT_FALSE(decodeRequestList(bad).isOk());
+  bad = bytes;
+  bad[2] = kWireVersion + 1;
+  auto r = decodeRequestList(bad);
+  ASSERT_FALSE(r.isOk());
+  EXPECT_NE(r.status().message().find("version"), std::string::npos);
+  // A request list is not a response list.
+  EXPECT_FALSE(decodeResponseList(bytes).isOk());
+}
+
+TEST(MessageCodec, HugeCountsFailBeforeAllocating) {
+  // Header, shutdown = 0, then a count of 2^32-1 requests in a 9-byte message.
+  std::vector<uint8_t> bytes = {'Z', 'N', kWireVersion, 1, 0, 0xff, 0xff, 0xff, 0xff};
+  auto r = decodeRequestList(bytes);
+  ASSERT_FALSE(r.isOk());
+  EXPECT_NE(r.status().message().find("truncated"), std::string::npos) << r.status().message();
+  bytes[3] = 2;
+  EXPECT_FALSE(decodeResponseList(bytes).isOk());
+
+  // A valid request whose name length claims 4 GiB.
+  RequestList list;
+  list.requests.push_back(sparseRequest());
+  auto enc = encodeRequestList(list);
+  const size_t nameLen = 4 + 1 + 4 + 4;  // header, shutdown, count, rank
+  for (int i = 0; i < 4; ++i) enc[nameLen + static_cast<size_t>(i)] = 0xff;
+  EXPECT_FALSE(decodeRequestList(enc).isOk());
+}
+
+TEST(MessageCodec, BadEnumsAndFieldsAreRejected) {
+  RequestList list;
+  Request q;
+  q.name = "x";
+  list.requests.push_back(q);
+  const auto bytes = encodeRequestList(list);
+  const size_t opAt = 4 + 1 + 4 + 4 + 4 + 1;  // header, shutdown, count, rank, name
+  auto bad = bytes;
+  bad[opAt] = kNumOpTypes;
+  EXPECT_FALSE(decodeRequestList(bad).isOk());
+  bad = bytes;
+  bad[opAt + 1] = 6;  // dtype
+  EXPECT_FALSE(decodeRequestList(bad).isOk());
+  bad = bytes;
+  bad[4] = 2;  // shutdown flag is a bool
+  EXPECT_FALSE(decodeRequestList(bad).isOk());
+
+  q.shape = TensorShape({-1, 3});
+  list.requests = {q};
+  auto r = decodeRequestList(encodeRequestList(list));
+  ASSERT_FALSE(r.isOk());
+  EXPECT_NE(r.status().message().find("negative dimension"), std::string::npos);
+
+  q.shape = TensorShape({int64_t{1} << 40, int64_t{1} << 40});
+  list.requests = {q};
+  EXPECT_FALSE(decodeRequestList(encodeRequestList(list)).isOk());
+
+  q.shape = TensorShape({});
+  q.device = Device::cuda(-1);
+  list.requests = {q};
+  EXPECT_FALSE(decodeRequestList(encodeRequestList(list)).isOk());
+}
+
+TEST(MessageCodec, PerTensorArraysMustMatchTheNames) {
+  ResponseList list;
+  Response r;
+  r.tensorNames = {"a", "b"};
+  r.shapes = {TensorShape({1})};
+  list.responses = {r};
+  EXPECT_FALSE(decodeResponseList(encodeResponseList(list)).isOk());
+  r.shapes = {TensorShape({1}), TensorShape({2})};
+  r.rowOffsets = {0};
+  list.responses = {r};
+  EXPECT_FALSE(decodeResponseList(encodeResponseList(list)).isOk());
+  r.rowOffsets = {};
+  r.gatherRows = {1, 2, 3};
+  list.responses = {r};
+  EXPECT_FALSE(decodeResponseList(encodeResponseList(list)).isOk());
+  r.gatherRows = {1, 2, 3, 4};
+  list.responses = {r};
+  EXPECT_TRUE(decodeResponseList(encodeResponseList(list)).isOk());
+}
+
+// Random garbage and random corruptions of valid messages: never a crash, an error or a valid
+// decode (a flipped byte inside a name is still a valid message).
+TEST(MessageCodec, GarbageNeverCrashes) {
+  std::mt19937_64 rng(7);
+  const auto req = encodeRequestList(sampleRequests());
+  const auto resp = encodeResponseList(sampleResponses());
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::vector<uint8_t> bytes;
+    if (trial % 2 == 0) {
+      bytes.resize(rng() % 64);
+      for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+      if (bytes.size() >= 4 && trial % 4 == 0) {
+        bytes[0] = 'Z';
+        bytes[1] = 'N';
+        bytes[2] = kWireVersion;
+        bytes[3] = static_cast<uint8_t>(1 + rng() % 2);
+      }
+    } else {
+      bytes = (trial % 3 == 0) ? req : resp;
+      for (int flips = 0; flips < 3; ++flips) {
+        bytes[rng() % bytes.size()] = static_cast<uint8_t>(rng());
+      }
+    }
+    auto a = decodeRequestList(bytes);
+    auto b = decodeResponseList(bytes);
+    if (!a.isOk()) {
+      EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+    }
+    if (!b.isOk()) {
+      EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zen
