@@ -1,0 +1,8 @@
+"""Zen: sparse-gradient synchronization (Python side).
+
+Kept import-light on purpose: `import zen` loads nothing else. The launcher lives in
+`zen.runner` (the `zenrun` command, tools/zenrun); framework bindings such as `zen.torch`
+are separate subpackages imported on demand.
+"""
+
+__version__ = "0.1.0"  # keep in step with project(zen VERSION ...) in CMakeLists.txt

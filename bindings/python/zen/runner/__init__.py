@@ -1,0 +1,15 @@
+"""zen.runner: the `zenrun` launcher (tools/zenrun; README "Launching jobs with zenrun").
+
+Modules: args (flags -> ZEN_* variables), hosts (host lists, Horovod's rank placement),
+tcp_run (zenrun starts the ranks, locally or through a launch command such as ssh),
+mpi_run (through mpirun), supervisor (output, start reports, failures, signals),
+rank_wrapper (the standalone per-rank wrapper), launch (main).
+Importing the package loads none of them.
+"""
+
+
+def main(argv=None):
+    """Runs zenrun with `argv` (default sys.argv[1:]); returns its exit code."""
+    from zen.runner.launch import main as _main
+
+    return _main(argv)

@@ -1,0 +1,248 @@
+"""zenrun's command line: flags, their checks, and the ZEN_* variables they become.
+
+Usage errors (unknown flag, bad value, impossible placement) exit with code 2 and one
+`zenrun: error: ...` line after the usage, as argparse does.
+"""
+
+import argparse
+import os
+import shlex
+import sys
+
+import zen
+
+DEFAULT_LAUNCH_COMMAND = "ssh -o BatchMode=yes {host}"
+DEFAULT_START_TIMEOUT = 30.0
+DEFAULT_GRACE_SECONDS = 5.0
+SCHEMES = ("auto", "zen", "hc", "agsparse", "blocks", "dense")
+LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "critical", "off")
+_LOG_LEVEL_ALIASES = {"warning": "warn", "fatal": "critical"}  # Horovod's spellings
+
+# The ZEN_* names core/config.cc accepts (docs/architecture.md). The library rejects any
+# other ZEN_* name; zenrun only warns, so a name added to the library and not yet here
+# still works.
+KNOWN_VARIABLES = frozenset("""
+ZEN_RANK ZEN_SIZE ZEN_LOCAL_RANK ZEN_LOCAL_SIZE ZEN_CROSS_RANK ZEN_CROSS_SIZE
+ZEN_CONTROLLER_ADDR ZEN_SECRET ZEN_FUSION_THRESHOLD ZEN_CYCLE_TIME ZEN_CACHE_CAPACITY
+ZEN_TIMELINE ZEN_TIMELINE_MARK_CYCLES ZEN_STALL_CHECK_TIME_SECONDS
+ZEN_STALL_SHUTDOWN_TIME_SECONDS ZEN_TIMEOUT ZEN_LOG_LEVEL ZEN_SCHEME ZEN_HASH_FUNCTIONS
+ZEN_HASH_MEMORY_FACTOR ZEN_SEED ZEN_THREADS
+""".split())
+
+# Set per rank (or per job) by zenrun; stale values inherited from the caller's
+# environment are dropped, never forwarded.
+PLACEMENT_VARIABLES = ("ZEN_RANK", "ZEN_SIZE", "ZEN_LOCAL_RANK", "ZEN_LOCAL_SIZE",
+                       "ZEN_CROSS_RANK", "ZEN_CROSS_SIZE", "ZEN_CONTROLLER_ADDR", "ZEN_SECRET")
+
+EXAMPLES = """\
+examples:
+  # 4 ranks on this machine, output lines prefixed [rank]<stdout>: / [rank]<stderr>:
+  zenrun -np 4 python3 train.py
+
+  # 8 ranks on two hosts (ssh -o BatchMode=yes HOST), rank logs under logs/rank.N/
+  zenrun -np 8 -H node1:4,node2:4 --output-filename logs python3 train.py --epochs 3
+
+  # through Open MPI's mpirun instead of zenrun's own TCP launch
+  zenrun -np 4 --mpi --fusion-threshold-mb 64 --scheme zen python3 train.py
+
+  # hosts that are network namespaces on this machine (how the tests run "many hosts")
+  zenrun -np 4 -H ns0:2,ns1:2 --launch-command 'ip netns exec {host} sh -c' \\
+         --controller-addr 10.213.0.1 python3 train.py
+
+environment:
+  ZENRUN_LAUNCH_COMMAND   default of --launch-command
+  ZENRUN_START_TIMEOUT    default of --start-timeout
+  ZENRUN_REMOTE_PYTHON    interpreter that runs the rank wrapper on remote hosts (python3)
+  ZEN_*                   passed to the ranks as they are; flags override them
+
+exit status: the first failing rank's code (128+N when it died of signal N); 128+N when
+zenrun itself got signal N; 1 when the job could not start (--start-timeout, launch
+failure); 2 for usage errors; 0 when every rank exited with 0.
+"""
+
+
+def _number(kind, lo=None, hi=None, integer=False):
+    def parse(text):
+        try:
+            value = int(text) if integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if integer else 'a number'}, not '{text}'") from None
+        if value != value or (lo is not None and value < lo) or (hi is not None and value > hi):
+            bounds = f"in [{lo}, {hi}]" if hi is not None else f">= {lo}"
+            raise argparse.ArgumentTypeError(f"{kind} must be {bounds}, not {text}")
+        return value
+
+    return parse
+
+
+def _log_level(text):
+    level = _LOG_LEVEL_ALIASES.get(text.lower(), text.lower())
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"expected one of {', '.join(LOG_LEVELS)}, not '{text}'")
+    return level
+
+
+def _env_float(name, default):
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    try:
+        return float(text)
+    except ValueError:
+        return text  # reported as a usage error in parse()
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        self.print_usage(sys.stderr)
+        self.exit(2, f"zenrun: error: {message}\n")
+
+
+def build_parser():
+    p = _Parser(
+        prog="zenrun",
+        description="Launch N ranks of a Zen job: locally, on many hosts over ssh (or any\n"
+        "launch command), or through mpirun. Sets ZEN_RANK/SIZE/LOCAL_*/CROSS_*,\n"
+        "ZEN_CONTROLLER_ADDR, a per-job ZEN_SECRET and the ZEN_* knobs below; prefixes\n"
+        "every output line with its rank; stops the whole job when one rank fails.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+    p.add_argument("--version", action="version", version=f"zenrun {zen.__version__}")
+    p.add_argument("-np", "--num-proc", dest="num_proc", metavar="N", required=True,
+                   type=_number("-np", lo=1, integer=True), help="number of ranks")
+    hosts = p.add_mutually_exclusive_group()
+    hosts.add_argument("-H", "--hosts", metavar="HOST:SLOTS,...",
+                       help="hosts and slots, e.g. node1:4,node2:4 (default localhost:N)")
+    hosts.add_argument("-hostfile", "--hostfile", metavar="FILE",
+                       help="file of 'host slots=N' lines")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--tcp", dest="mode", action="store_const", const="tcp",
+                      help="zenrun starts every rank itself (default); remote hosts "
+                      "through --launch-command")
+    mode.add_argument("--mpi", dest="mode", action="store_const", const="mpi",
+                      help="run the ranks through Open MPI's mpirun; ranks read "
+                      "OMPI_COMM_WORLD_*")
+
+    knobs = p.add_argument_group("library knobs (become ZEN_* variables)")
+    knobs.add_argument("--fusion-threshold-mb", metavar="MB",
+                       type=_number("--fusion-threshold-mb", lo=0, hi=1 << 20),
+                       help="fusion bucket size in MiB -> ZEN_FUSION_THRESHOLD bytes "
+                       "(library default 128)")
+    knobs.add_argument("--cycle-time-ms", metavar="MS",
+                       type=_number("--cycle-time-ms", lo=0, hi=10000),
+                       help="background cycle in ms -> ZEN_CYCLE_TIME (default 1)")
+    knobs.add_argument("--cache-capacity", metavar="N",
+                       type=_number("--cache-capacity", lo=0, hi=1 << 24, integer=True),
+                       help="response cache entries -> ZEN_CACHE_CAPACITY (default 1024)")
+    knobs.add_argument("--scheme", choices=SCHEMES,
+                       help="sparse allreduce algorithm -> ZEN_SCHEME (default auto)")
+    knobs.add_argument("--hash-functions", metavar="K",
+                       type=_number("--hash-functions", lo=1, hi=8, integer=True),
+                       help="Algorithm 1's k -> ZEN_HASH_FUNCTIONS (default 3)")
+    knobs.add_argument("--timeline-filename", metavar="FILE",
+                       help="Chrome trace path or DYNAMIC -> ZEN_TIMELINE")
+    knobs.add_argument("--timeline-mark-cycles", action="store_true",
+                       help="cycle markers in the timeline -> ZEN_TIMELINE_MARK_CYCLES=1")
+    knobs.add_argument("--stall-check-time", "--stall-check-warning-time-seconds",
+                       dest="stall_check_time", metavar="S",
+                       type=_number("--stall-check-time", lo=0, hi=1e7),
+                       help="warn about ranks that have not posted after S seconds -> "
+                       "ZEN_STALL_CHECK_TIME_SECONDS (default 60)")
+    knobs.add_argument("--log-level", metavar="L", type=_log_level,
+                       help=f"{', '.join(LOG_LEVELS)} -> ZEN_LOG_LEVEL (default warn)")
+
+    launch = p.add_argument_group("launcher")
+    launch.add_argument("--start-timeout", metavar="S",
+                        default=_env_float("ZENRUN_START_TIMEOUT", DEFAULT_START_TIMEOUT),
+                        help="every rank must start within S seconds or the job fails "
+                        "(default 30, or ZENRUN_START_TIMEOUT; 0 = no limit)")
+    launch.add_argument("--output-filename", metavar="DIR",
+                        help="also write each rank's output to DIR/rank.N/{stdout,stderr}")
+    launch.add_argument("--launch-command", metavar="TEMPLATE",
+                        default=os.environ.get("ZENRUN_LAUNCH_COMMAND", DEFAULT_LAUNCH_COMMAND),
+                        help="--tcp: how a rank starts on a remote host; {host} is replaced "
+                        "by the host name and one argument, a POSIX shell command line, is "
+                        "appended (default '%(default)s', or ZENRUN_LAUNCH_COMMAND)")
+    launch.add_argument("--controller-addr", metavar="HOST[:PORT]",
+                        help="--tcp: ZEN_CONTROLLER_ADDR (default 127.0.0.1:<free port> "
+                        "on one local host, else <first host>:<port>)")
+    launch.add_argument("--grace-seconds", metavar="S", default=DEFAULT_GRACE_SECONDS,
+                        type=_number("--grace-seconds", lo=0, hi=3600),
+                        help="seconds between SIGTERM and SIGKILL when stopping ranks "
+                        "(default 5)")
+    launch.add_argument("--mpi-args", metavar="ARGS", default="",
+                        help="--mpi: extra mpirun arguments, e.g. \"-mca btl ^openib\"")
+    launch.add_argument("--verbose", action="store_true",
+                        help="print the placement and the commands zenrun runs")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD ARGS...",
+                   help="the program every rank runs")
+    return p
+
+
+def parse(argv):
+    """Parses and checks argv; returns the namespace (exits 2 on usage errors)."""
+    p = build_parser()
+    args = p.parse_args(argv)
+    if args.command and args.command[0] == "--":
+        args.command = args.command[1:]
+    if not args.command:
+        p.error("no command given (zenrun -np N [flags] CMD ARGS...)")
+    if args.mode is None:
+        args.mode = "tcp"
+    try:
+        args.start_timeout = float(args.start_timeout)
+    except ValueError:
+        p.error(f"--start-timeout (or ZENRUN_START_TIMEOUT) must be a number, "
+                f"not '{args.start_timeout}'")
+    if not 0 <= args.start_timeout <= 1e7:
+        p.error(f"--start-timeout must be in [0, 1e7], not {args.start_timeout}")
+    try:
+        words = shlex.split(args.launch_command)
+    except ValueError as e:
+        p.error(f"--launch-command '{args.launch_command}': {e}")
+    if not any("{host}" in w for w in words):
+        p.error(f"--launch-command '{args.launch_command}' must contain {{host}}, e.g. "
+                f"'{DEFAULT_LAUNCH_COMMAND}' or 'ip netns exec {{host}} sh -c'")
+    args.launch_words = words
+    try:
+        args.mpi_words = shlex.split(args.mpi_args)
+    except ValueError as e:
+        p.error(f"--mpi-args '{args.mpi_args}': {e}")
+    if args.controller_addr is not None:
+        host, sep, port = args.controller_addr.rpartition(":")
+        if sep and (not host or not port.isdigit() or not 0 < int(port) < 65536):
+            p.error(f"--controller-addr '{args.controller_addr}': expected HOST or HOST:PORT")
+    args.parser = p
+    return args
+
+
+def _num_text(x):
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
+def knob_env(args):
+    """The ZEN_* knobs the flags set (only those given; the library has the defaults)."""
+    env = {}
+    if args.fusion_threshold_mb is not None:
+        env["ZEN_FUSION_THRESHOLD"] = str(int(round(args.fusion_threshold_mb * (1 << 20))))
+    if args.cycle_time_ms is not None:
+        env["ZEN_CYCLE_TIME"] = _num_text(args.cycle_time_ms)
+    if args.cache_capacity is not None:
+        env["ZEN_CACHE_CAPACITY"] = str(args.cache_capacity)
+    if args.scheme is not None:
+        env["ZEN_SCHEME"] = args.scheme
+    if args.hash_functions is not None:
+        env["ZEN_HASH_FUNCTIONS"] = str(args.hash_functions)
+    if args.timeline_filename is not None:
+        env["ZEN_TIMELINE"] = args.timeline_filename
+    if args.timeline_mark_cycles:
+        env["ZEN_TIMELINE_MARK_CYCLES"] = "1"
+    if args.stall_check_time is not None:
+        env["ZEN_STALL_CHECK_TIME_SECONDS"] = _num_text(args.stall_check_time)
+    if args.log_level is not None:
+        env["ZEN_LOG_LEVEL"] = args.log_level
+    return env

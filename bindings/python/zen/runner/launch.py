@@ -1,0 +1,53 @@
+"""zenrun's entry point: parse the flags, place the ranks, run them in TCP or MPI mode."""
+
+import os
+import sys
+
+from zen.runner import args as arglib
+from zen.runner import hosts as hostlib
+from zen.runner.output import Output
+
+
+def _base_env(args):
+    """The caller's environment without stale placement variables, plus the flags' knobs."""
+    env = {k: v for k, v in os.environ.items() if k not in arglib.PLACEMENT_VARIABLES}
+    env.update(arglib.knob_env(args))
+    env["PYTHONUNBUFFERED"] = "1"  # Python ranks' lines arrive as they are printed
+    return env
+
+
+def main(argv=None):
+    args = arglib.parse(sys.argv[1:] if argv is None else argv)
+    p = args.parser
+    try:
+        if args.hostfile:
+            hosts = hostlib.parse_hostfile(args.hostfile)
+        elif args.hosts:
+            hosts = hostlib.parse_hosts(args.hosts)
+        else:
+            hosts = [hostlib.Host("localhost", args.num_proc)]
+        slots = hostlib.assign_ranks(hosts, args.num_proc)
+    except hostlib.HostError as e:
+        p.error(str(e))
+
+    output = Output(args.num_proc, args.output_filename)
+    unknown = sorted(k for k in os.environ
+                     if k.startswith("ZEN_") and k not in arglib.KNOWN_VARIABLES)
+    if unknown:
+        output.message(f"warning: {', '.join(unknown)} in the environment "
+                       f"{'is' if len(unknown) == 1 else 'are'} not known ZEN_* "
+                       f"variables; the library will reject "
+                       f"{'it' if len(unknown) == 1 else 'them'} (docs/architecture.md)")
+    try:
+        output.open_logs(range(args.num_proc))
+    except OSError as e:
+        p.error(f"--output-filename '{args.output_filename}': {e.strerror}")
+
+    env = _base_env(args)
+    if args.mode == "mpi":
+        from zen.runner import mpi_run
+
+        return mpi_run.run(args, hosts, slots, env, output)
+    from zen.runner import tcp_run
+
+    return tcp_run.run(args, slots, env, output)

@@ -1,0 +1,180 @@
+"""The thin per-rank wrapper zenrun starts in front of every rank's command.
+
+It is run by file path (python3 .../zen/runner/rank_wrapper.py), needs only the standard
+library and imports nothing from zen, so it works the same on a remote host, inside a
+network namespace or under mpirun.
+
+Start report. Right before it runs the command, the wrapper writes one line to its stdout:
+
+    ZENRUN_READY <token> <rank>
+
+zenrun reads every rank's stdout anyway (to prefix it), so the report travels the same path
+as the output: through ssh, `ip netns exec`, or mpirun's --tag-output forwarding, with no
+connection back to the launcher (which a firewall or a private network could block) and no
+extra port. zenrun recognises only the exact line with its per-job random token and drops
+it; everything else is the rank's output. A rank that does not report within
+--start-timeout (its ssh hangs, its host is down, python3 is missing there) fails the job.
+
+Local ranks (`exec` mode): the wrapper reports and then exec()s the command, so the rank
+keeps the wrapper's pid and zenrun signals it directly.
+
+Remote ranks (--watch-stdin): the wrapper stays as the parent. It reads the rank's
+environment as one JSON line from stdin (so ZEN_SECRET never appears on a command line),
+runs the command in its own process group with PR_SET_PDEATHSIG=SIGKILL, forwards
+SIGINT/SIGTERM/SIGHUP to that group, and treats end-of-file on stdin (zenrun, ssh or the
+launch command went away) as SIGTERM followed by SIGKILL after --grace seconds. It exits
+with the command's status (dying by the same signal when the command was killed).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+
+READY_PREFIX = "ZENRUN_READY"
+WRAPPER = os.path.abspath(__file__)  # run by path: `python3 <WRAPPER> ... -- CMD`
+
+
+def ready_line(token, rank):
+    return f"{READY_PREFIX} {token} {rank}\n"
+
+
+def _rank_from_env():
+    for name in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "ZEN_RANK"):
+        if os.environ.get(name, "").isdigit():
+            return os.environ[name]
+    return "?"
+
+
+def _report(token, rank):
+    try:
+        os.write(1, ready_line(token, rank).encode())
+    except OSError:
+        pass  # stdout closed: nothing can report; --start-timeout will say so
+
+
+def _fail(rank, cmd, err):
+    sys.stderr.write(f"zenrun: rank {rank}: cannot run '{cmd[0]}': {err.strerror}\n")
+    sys.stderr.flush()
+    return 126 if isinstance(err, PermissionError) else 127
+
+
+def _exec(rank, cmd):
+    try:
+        os.execvp(cmd[0], cmd)
+    except OSError as err:
+        return _fail(rank, cmd, err)
+    return 127  # not reached
+
+
+def _child_setup():
+    os.setpgid(0, 0)
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with the wrapper
+    except (OSError, AttributeError):
+        pass
+
+
+def _watch(rank, cmd, grace):
+    try:
+        child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, preexec_fn=_child_setup)
+    except OSError as err:
+        return _fail(rank, cmd, err)
+    lock = threading.Lock()
+    state = {"stopping": False}
+
+    def signal_group(sig):
+        try:
+            os.killpg(child.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def stop(sig=signal.SIGTERM):
+        with lock:
+            if state["stopping"]:
+                return
+            state["stopping"] = True
+        signal_group(sig)
+        try:
+            child.wait(grace)
+        except subprocess.TimeoutExpired:
+            signal_group(signal.SIGKILL)
+
+    def on_signal(sig, _frame):
+        if sig == signal.SIGINT:
+            signal_group(sig)  # forwarded as is; the program decides what Ctrl-C means
+        else:
+            threading.Thread(target=stop, args=(sig,), daemon=True).start()
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    def watch_stdin():
+        try:
+            while os.read(0, 4096):
+                pass
+        except OSError:
+            pass
+        stop()
+
+    threading.Thread(target=watch_stdin, daemon=True).start()
+    code = child.wait()
+    if code < 0:  # die of the same signal, so that the launcher sees what happened
+        try:
+            if -code not in (signal.SIGKILL, signal.SIGSTOP):
+                signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+        except (OSError, ValueError):
+            pass
+        return 128 - code
+    return code
+
+
+def _read_env_line():
+    line = b""
+    while not line.endswith(b"\n"):
+        chunk = os.read(0, 1)  # byte by byte: what follows the line is the watch pipe
+        if not chunk:
+            break
+        line += chunk
+    env = json.loads(line.decode() or "{}")
+    os.environ.update({str(k): str(v) for k, v in env.items()})
+
+
+def main(argv=None):
+    args = list(sys.argv[1:] if argv is None else argv)
+    rank, token, grace, watch, env_stdin = None, "", 5.0, False, False
+    while args and args[0] != "--":
+        flag = args.pop(0)
+        if flag == "--rank":
+            rank = args.pop(0)
+        elif flag == "--token":
+            token = args.pop(0)
+        elif flag == "--grace":
+            grace = float(args.pop(0))
+        elif flag == "--watch-stdin":
+            watch = True
+        elif flag == "--env-stdin":
+            env_stdin = True
+        else:
+            sys.stderr.write(f"rank_wrapper: unknown flag {flag}\n")
+            return 2
+    cmd = args[1:]
+    if not cmd:
+        sys.stderr.write("rank_wrapper: no command after --\n")
+        return 2
+    if env_stdin:
+        _read_env_line()
+    if rank is None:
+        rank = _rank_from_env()
+    _report(token, rank)
+    return _watch(rank, cmd, grace) if watch else _exec(rank, cmd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

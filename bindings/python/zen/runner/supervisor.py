@@ -1,0 +1,216 @@
+"""Runs the launched processes to the end: output pumps, start reports, the first failure,
+signals, --start-timeout, and the bounded stop (SIGTERM, SIGKILL after the grace period).
+
+A "member" is one process zenrun started: a rank's wrapper in TCP mode (one rank), or
+mpirun in MPI mode (all ranks). Every member runs in its own session, so signals reach its
+whole process group and never the terminal's.
+"""
+
+import os
+import queue
+import signal
+import subprocess
+import threading
+import time
+
+_TICK = 0.05
+_READER_JOIN_SECONDS = 2.0
+
+
+def signal_name(sig):
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def describe_ranks(ranks, host_of, limit=16):
+    items = [f"rank {r} (host {host_of[r]})" for r in ranks[:limit]]
+    if len(ranks) > limit:
+        items.append(f"and {len(ranks) - limit} more")
+    return ", ".join(items)
+
+
+class Member:
+    def __init__(self, proc, ranks, host, signal_leader_only=False):
+        self.proc = proc
+        self.ranks = ranks
+        self.host = host
+        self.code = None  # exit status once reaped (negative: killed by that signal)
+        self.exit_time = None
+        self.signal_leader_only = signal_leader_only  # mpirun: it forwards to its ranks
+        self.stdin_lock = threading.Lock()
+
+    def send(self, sig):
+        try:
+            if self.signal_leader_only and sig != signal.SIGKILL:
+                os.kill(self.proc.pid, sig)
+            else:
+                os.killpg(self.proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close_stdin(self):
+        # The feeder holds the lock only while the environment line is in flight; never
+        # block the supervisor on it (SIGKILL of the group is the fallback anyway).
+        if not self.stdin_lock.acquire(timeout=0.2):
+            return
+        try:
+            if self.proc.stdin is not None and not self.proc.stdin.closed:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        finally:
+            self.stdin_lock.release()
+
+
+class Supervisor:
+    def __init__(self, output, host_of, start_timeout, grace, extra_grace=1.0):
+        self.output = output
+        self.host_of = host_of  # rank -> host
+        self.start_timeout = start_timeout
+        self.grace = grace
+        self.extra_grace = extra_grace
+        self.members = []
+        self.readers = []
+        self.events = queue.Queue()
+        self.ready = set()
+        self.pending_signals = []
+        self.received_signal = None
+        self.failure = None  # first member that exited non-zero
+        self.not_started = None  # ranks that missed --start-timeout
+        self.stopping = False
+        self.stopped_count = 0
+        self.kill_at = None
+        self.killed = False
+        self._old_handlers = {}
+
+    # -- setup -------------------------------------------------------------------------
+    def install_signal_handlers(self):
+        def handler(sig, _frame):
+            self.pending_signals.append(sig)  # list.append is atomic; the loop acts on it
+
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            self._old_handlers[sig] = signal.signal(sig, handler)
+
+    def restore_signal_handlers(self):
+        for sig, old in self._old_handlers.items():
+            signal.signal(sig, old)
+
+    def spawn(self, argv, env, ranks, host, pump, stdin_data=None, signal_leader_only=False):
+        """Starts one member; `pump(member, stream_name, pipe)` reads each of its pipes.
+        Raises OSError when the program cannot be started."""
+        proc = subprocess.Popen(
+            argv, env=env, start_new_session=True,
+            stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        member = Member(proc, ranks, host, signal_leader_only)
+        self.members.append(member)
+        for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
+            t = threading.Thread(target=pump, args=(member, name, pipe), daemon=True)
+            t.start()
+            self.readers.append(t)
+        threading.Thread(target=self._wait, args=(member,), daemon=True).start()
+        if stdin_data is not None:
+            threading.Thread(target=self._feed, args=(member, stdin_data), daemon=True).start()
+        return member
+
+    def _feed(self, member, data):
+        # Written, then the pipe stays open: its end-of-file tells a watching wrapper that
+        # zenrun is gone (or wants the rank stopped).
+        with member.stdin_lock:
+            try:
+                if member.proc.stdin.closed:
+                    return
+                member.proc.stdin.write(data)
+                member.proc.stdin.flush()
+            except (OSError, ValueError):
+                pass
+
+    def _wait(self, member):
+        code = member.proc.wait()
+        self.events.put(("exit", member, code))
+
+    def mark_ready(self, rank):
+        self.events.put(("ready", rank))
+
+    # -- stopping ----------------------------------------------------------------------
+    def running(self):
+        return [m for m in self.members if m.code is None]
+
+    def begin_stop(self, sig, exclude=None):
+        if self.stopping:
+            return
+        self.stopping = True
+        targets = [m for m in self.running() if m is not exclude]
+        self.stopped_count = sum(len(m.ranks) for m in targets)
+        for m in targets:
+            m.send(sig)
+        self.kill_at = time.monotonic() + self.grace + self.extra_grace
+
+    def kill_all(self):
+        self.killed = True
+        for m in self.members:
+            m.close_stdin()
+            m.send(signal.SIGKILL)  # also reaps stragglers left in a finished rank's group
+
+    # -- main loop ---------------------------------------------------------------------
+    def run(self):
+        """Runs until every member has exited. Returns nothing; see the attributes."""
+        start = time.monotonic()
+        all_ranks = sorted(self.host_of)
+        while True:
+            try:
+                event = self.events.get(timeout=_TICK)
+            except queue.Empty:
+                event = None
+            while event is not None:
+                self._handle(event)
+                try:
+                    event = self.events.get_nowait()
+                except queue.Empty:
+                    event = None
+            while self.pending_signals:
+                sig = self.pending_signals.pop(0)
+                if self.received_signal is None and not self.stopping:
+                    self.received_signal = sig
+                    self.begin_stop(sig)
+                elif not self.killed:
+                    self.output.message(f"got {signal_name(sig)} again: killing the ranks now")
+                    self.kill_all()
+            now = time.monotonic()
+            if (not self.stopping and self.start_timeout > 0
+                    and now - start > self.start_timeout):
+                exited = {r for m in self.members if m.code is not None for r in m.ranks}
+                missing = [r for r in all_ranks if r not in self.ready and r not in exited]
+                if missing:
+                    self.not_started = missing
+                    self.begin_stop(signal.SIGTERM)
+            if self.stopping and not self.killed and now >= self.kill_at:
+                self.kill_all()
+            if not self.running():
+                break
+        deadline = time.monotonic() + _READER_JOIN_SECONDS
+        for t in self.readers:
+            t.join(max(0.0, deadline - time.monotonic()))
+        # Start reports read after the exit event still count.
+        while True:
+            try:
+                self._handle(self.events.get_nowait())
+            except queue.Empty:
+                break
+        for m in self.members:
+            m.close_stdin()
+
+    def _handle(self, event):
+        kind = event[0]
+        if kind == "ready":
+            self.ready.add(event[1])
+        elif kind == "exit":
+            member, code = event[1], event[2]
+            member.code = code
+            member.exit_time = time.monotonic()
+            member.close_stdin()
+            if code != 0 and self.failure is None and not self.stopping:
+                self.failure = member
+                self.begin_stop(signal.SIGTERM, exclude=member)

@@ -1,0 +1,99 @@
+"""What a rank runs in test_zenrun.py: reports its environment and plays a part.
+
+    rank_probe.py [--pid-dir D] [--fail RANK:CODE] [--delay S]
+                  [--others exit|sleep|ignore-term] [--rendezvous]
+
+Prints one stdout line `ENV {...}` (its ZEN_*/OMPI_COMM_WORLD_* variables, pid and network
+namespace) and one stderr line `hello from rank R`; writes D/rank.R with its pid; then the
+rank named by --fail exits with CODE after --delay seconds, and the others exit 0, sleep,
+or sleep ignoring SIGTERM. --rendezvous: rank 0 listens on ZEN_CONTROLLER_ADDR's port and
+every other rank connects and sends ZEN_SECRET (a real cross-host connection check).
+"""
+
+import argparse
+import json
+import os
+import signal
+import socket
+import sys
+import time
+
+
+def rank_of_env():
+    for name in ("ZEN_RANK", "OMPI_COMM_WORLD_RANK"):
+        if name in os.environ:
+            return int(os.environ[name])
+    raise SystemExit("rank_probe: neither ZEN_RANK nor OMPI_COMM_WORLD_RANK is set")
+
+
+def rendezvous(rank, size):
+    host, _, port = os.environ["ZEN_CONTROLLER_ADDR"].rpartition(":")
+    secret = os.environ["ZEN_SECRET"]
+    deadline = time.monotonic() + 15
+    if rank == 0:
+        srv = socket.socket()
+        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        srv.bind((host, int(port)))
+        srv.listen(size)
+        srv.settimeout(15)
+        peers = []
+        while len(peers) < size - 1:
+            conn, _ = srv.accept()
+            with conn:
+                conn.settimeout(5)
+                words = conn.makefile().readline().split()
+                if len(words) != 2 or words[1] != secret:
+                    raise SystemExit(f"rank_probe: bad hello {words}")
+                peers.append(int(words[0]))
+        print(f"RENDEZVOUS ok peers={sorted(peers)}", flush=True)
+        return
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=2) as c:
+                c.sendall(f"{rank} {secret}\n".encode())
+            print("RENDEZVOUS connected", flush=True)
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--pid-dir")
+    p.add_argument("--fail")
+    p.add_argument("--delay", type=float, default=0.0)
+    p.add_argument("--others", choices=("exit", "sleep", "ignore-term"), default="exit")
+    p.add_argument("--rendezvous", action="store_true")
+    a = p.parse_args()
+    rank = rank_of_env()
+    env = {k: v for k, v in os.environ.items()
+           if k.startswith(("ZEN_", "ZENRUN_", "OMPI_COMM_WORLD_"))}
+    try:
+        netns = os.readlink("/proc/self/ns/net")
+    except OSError:
+        netns = ""
+    print("ENV " + json.dumps({"env": env, "pid": os.getpid(), "netns": netns}), flush=True)
+    print(f"hello from rank {rank}", file=sys.stderr, flush=True)
+    if a.pid_dir:
+        path = os.path.join(a.pid_dir, f"rank.{rank}")
+        with open(path + ".tmp", "w") as f:
+            f.write(str(os.getpid()))
+        os.rename(path + ".tmp", path)
+    if a.rendezvous:
+        rendezvous(rank, int(os.environ["ZEN_SIZE"]))
+    if a.fail:
+        fail_rank, code = (int(x) for x in a.fail.split(":"))
+        if rank == fail_rank:
+            time.sleep(a.delay)
+            print(f"rank {rank} failing with {code}", file=sys.stderr, flush=True)
+            sys.exit(code)
+    if a.others == "ignore-term":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if a.others in ("sleep", "ignore-term"):
+        time.sleep(120)
+
+
+if __name__ == "__main__":
+    main()
