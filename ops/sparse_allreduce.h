@@ -1,0 +1,95 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/config.h"
+#include "core/status.h"
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "ops/transport.h"
+
+namespace zen::ops {
+
+enum class ReduceOp : uint8_t { kSum, kAverage };
+const char* reduceOpName(ReduceOp op);
+
+// Memory the schemes keep between calls (zen: Algorithm 1's tables, the server's aggregator,
+// the payload buffers), so that a training loop does not reallocate every step. Optional;
+// use one per calling thread (it is not locked). It adapts when the shape, the world or the
+// settings change.
+class SparseAllreduceWorkspace {
+ public:
+  SparseAllreduceWorkspace();
+  ~SparseAllreduceWorkspace();
+  SparseAllreduceWorkspace(const SparseAllreduceWorkspace&) = delete;
+  SparseAllreduceWorkspace& operator=(const SparseAllreduceWorkspace&) = delete;
+
+  struct Zen;  // defined in sparse_allreduce_zen.cc
+  Zen& zen();
+
+ private:
+  std::unique_ptr<Zen> zen_;
+};
+
+// One sparse allreduce on the CPU (CONVENTIONS.md §3: options struct + free function). Every
+// rank calls it with tensors of the same numRows, rowSize and dtype, the same op and scheme;
+// nnz and the index sets differ freely (0 included). Indices may repeat (summed).
+struct SparseAllreduceOptions {
+  Transport* transport = nullptr;
+  SparseView input;
+  ReduceOp op = ReduceOp::kSum;
+  Scheme scheme = Scheme::kZen;  // kAuto: the dispatcher picks (see sparse_allreduce.cc)
+  bool denseOutput = false;      // fill result->dense instead of result->sparse
+  // The zen scheme's IndexMap seed (owner and local position of every row): must be equal on
+  // every rank (checked). Algorithm 1's level-2 settings are local and may differ.
+  uint64_t seed = 0x5eed2e2ULL;
+  int hashFunctions = 3;
+  double memoryFactor = 1.5;
+  ThreadPool* pool = nullptr;  // CPU threads for partitioning/aggregation (null: 1 thread)
+  SparseAllreduceWorkspace* workspace = nullptr;  // null: scratch memory is per call
+};
+
+// Per-call statistics: what the benchmarks, the timeline and the tests read.
+struct SyncStats {
+  Scheme scheme = Scheme::kZen;  // the scheme that actually ran
+  uint64_t bytesSent = 0;        // payload bytes this rank sent (transport counters)
+  uint64_t bytesReceived = 0;
+  double seconds = 0;                                  // wall time of the whole call on this rank
+  std::vector<std::pair<std::string, double>> phases;  // (phase name, seconds) in order
+  double imbalance = 1.0;  // scheme-specific max/mean load (zen: push side)
+  // Rows of the result: the union of the rows sent (sparse schemes), the non-zero rows (dense
+  // scheme, sparse output), numRows (dense scheme, dense output).
+  int64_t outputNnz = 0;
+};
+
+struct SparseAllreduceResult {
+  // Coalesced rows, indices ascending: the union of the rows any rank sent (a row whose
+  // sum is zero is kept) for the sparse schemes; for `dense`, the non-zero rows.
+  SparseTensor sparse;
+  std::vector<std::byte> dense;  // [numRows x rowSize] of the dtype, when denseOutput
+  SyncStats stats;
+};
+
+// Validates locally (rowSize, CPU tensor, index range), short-circuits size == 1, then makes one
+// small collective (every rank's call summary, ~56 bytes, allgathered) so that a bad input on
+// any rank, or ranks that disagree on numRows / rowSize / dtype / op / scheme / seed, becomes
+// the same kInvalidArgument on every rank, naming the rank and the bad index; short-circuits
+// when no rank has a non-zero; resolves kAuto (zen for now) and runs the chosen scheme.
+// Transport failures come back as the transport reported them.
+Status sparseAllreduce(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
+
+// The schemes, one file each (sparse_allreduce_<scheme>.cc). Called by the dispatcher with
+// validated options and size > 1.
+Status sparseAllreduceZen(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
+Status sparseAllreduceHc(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
+Status sparseAllreduceAgSparse(const SparseAllreduceOptions& options,
+                               SparseAllreduceResult* result);
+Status sparseAllreduceBlocks(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
+Status sparseAllreduceDense(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
+
+}  // namespace zen::ops

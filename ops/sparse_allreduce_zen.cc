@@ -1,0 +1,319 @@
+// The zen scheme: Balanced Parallelism (ALGORITHMS.md §5) over any Transport.
+//
+// Steps on rank r of n (|G| = numRows, rb = bytes per row, IndexMap(|G|, n, seed)):
+//   1. partition: Algorithm 1 (HashPartitioner) splits the input into n Push lists of
+//      (4-byte local position, row), this rank's duplicate indices summed.
+//   2. push: one alltoallv; list p goes to rank p as a COO (positions) payload. The own list
+//      stays local (an empty message to self).
+//   3. aggregate: server r validates the n - 1 payloads, then scatter-adds all n lists in rank
+//      order into its |I_r| accumulator rows (fp32 for 16-bit floats, PartitionAggregator).
+//   4. encode: Algorithm 2 (core/hash_bitmap.h), scaled by 1/n for Average, then the fewest
+//      bytes of three Pull encodings, told apart by the payload's kind byte: COO (ascending
+//      positions + rows) when the aggregate is very sparse, hash bitmap + rows otherwise, dense
+//      rows when every position of the part is occupied. (Dense for a merely nearly full part
+//      would lose which rows were sent, the union the sparse output reports; it would save at
+//      most 1/(8 rb) of the part's bytes.)
+//   5. pull: one allgatherv of the n encoded parts.
+//   6. decode: every part, own included, validated, into the dense output or into (index,
+//      row) pairs sorted by index.
+// Bytes on the wire per rank (16-byte header per message, arrays padded to 8 bytes;
+// c_rp = entries rank r pushes to p, a_j = aggregated rows of part j):
+//   push sent  = sum_{p != r} 16 + pad8(4 c_rp) + c_rp rb;  push recv likewise with c_pr
+//   pull sent  = (n - 1) part_r;                             pull recv = sum_{j != r} part_j
+//   part_j     = min(16 + pad8(4 a_j) + a_j rb,              COO
+//                    24 + pad8(ceil(|I_j| / 8)) + a_j rb,    hash bitmap
+//                    24 + |I_j| rb if a_j = |I_j|)           dense
+// With bitmaps this is core/traffic_model.h's bpHashBitmapTraffic plus the headers; the
+// dispatcher's call summary adds (n - 1) x 56 bytes each way.
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "core/aggregator.h"
+#include "core/hash_bitmap.h"
+#include "core/hash_partitioner.h"
+#include "core/index_map.h"
+#include "ops/sparse_allreduce.h"
+#include "ops/wire_format.h"
+
+namespace zen::ops {
+
+// The zen scheme's memory, kept across calls; rebuilt when its key changes.
+struct SparseAllreduceWorkspace::Zen {
+  // Key: what the partitioner and aggregator were built for.
+  int64_t numRows = -1;
+  int n = 0;
+  uint64_t seed = 0;
+  int hashFunctions = 0;
+  double memoryFactor = 0;
+  ThreadPool* pool = nullptr;
+
+  IndexMap map;
+  std::unique_ptr<HashPartitioner> partitioner;
+  std::unique_ptr<PartitionAggregator> aggregator;
+  PushLists lists;
+  std::vector<ByteVector> pushPayloads;
+  std::vector<ByteVector> received;
+  EncodedPart encoded;
+  ByteVector pullPayload;
+  std::vector<ByteVector> gathered;
+  std::vector<std::pair<int64_t, const std::byte*>> entries;
+};
+
+SparseAllreduceWorkspace::SparseAllreduceWorkspace() = default;
+SparseAllreduceWorkspace::~SparseAllreduceWorkspace() = default;
+
+SparseAllreduceWorkspace::Zen& SparseAllreduceWorkspace::zen() {
+  if (zen_ == nullptr) zen_ = std::make_unique<Zen>();
+  return *zen_;
+}
+
+namespace {
+
+using Zen = SparseAllreduceWorkspace::Zen;
+
+// Appends (name, seconds since the last mark) to the stats.
+class PhaseClock {
+ public:
+  explicit PhaseClock(SyncStats* stats) : stats_(stats), last_(Clock::now()) {}
+  void mark(const char* name) {
+    const auto now = Clock::now();
+    stats_->phases.emplace_back(name, std::chrono::duration<double>(now - last_).count());
+    last_ = now;
+  }
+
+ private:
+  SyncStats* stats_;
+  Clock::time_point last_;
+};
+
+void prepare(const SparseAllreduceOptions& o, int n, Zen* ws) {
+  const SparseView& in = o.input;
+  if (ws->partitioner != nullptr && ws->numRows == in.numRows && ws->n == n && ws->seed == o.seed &&
+      ws->hashFunctions == o.hashFunctions && ws->memoryFactor == o.memoryFactor &&
+      ws->pool == o.pool) {
+    return;
+  }
+  ws->numRows = in.numRows;
+  ws->n = n;
+  ws->seed = o.seed;
+  ws->hashFunctions = o.hashFunctions;
+  ws->memoryFactor = o.memoryFactor;
+  ws->pool = o.pool;
+  ws->map = IndexMap(static_cast<uint64_t>(in.numRows), n, o.seed);
+  HashPartitionOptions hashOptions;
+  hashOptions.hashFunctions = o.hashFunctions;
+  hashOptions.memoryFactor = o.memoryFactor;
+  ws->partitioner = std::make_unique<HashPartitioner>(ws->map, hashOptions, o.pool);
+  ws->aggregator = std::make_unique<PartitionAggregator>(o.pool);
+}
+
+Status fromRank(const Status& s, const char* what, int rank) {
+  if (s.isOk()) return s;
+  return ZEN_ERROR(s.code(), "zen: {} from rank {}: {}", what, rank, s.message());
+}
+
+// Calls fn(p) for every set bit p of a bitmap, in order.
+template <typename Fn>
+void forEachSetBit(const uint8_t* bitmap, size_t bytes, Fn&& fn) {
+  size_t b = 0;
+  for (; b + 8 <= bytes; b += 8) {
+    uint64_t m;
+    std::memcpy(&m, bitmap + b, 8);
+    for (; m != 0; m &= m - 1) fn(b * 8 + static_cast<uint64_t>(__builtin_ctzll(m)));
+  }
+  for (; b < bytes; ++b) {
+    for (unsigned m = bitmap[b]; m != 0; m &= m - 1) fn(b * 8 + __builtin_ctz(m));
+  }
+}
+
+// Step 4's choice of Pull encoding for an Algorithm 2 part of |I_j| = partSize positions.
+void encodePullPart(const EncodedPart& e, uint64_t partSize, const RowFormat& f, ByteVector* out) {
+  const size_t rb = f.rowBytes();
+  if (partSize > 0 && static_cast<uint64_t>(e.count) == partSize) {
+    // Full: bit order is position order, so the values are already the dense rows.
+    encodeDenseRange(f, 0, e.values.data(), e.count, out);
+    return;
+  }
+  if (cooPositionsBytes(e.count, rb) < bitmapPartBytes(partSize, e.count, rb)) {
+    const CooPositionsSlots slots = startCooPositions(f, e.count, out);
+    uint32_t* pos = slots.positions;
+    forEachSetBit(e.bitmap.data(), e.bitmap.size(),
+                  [&](uint64_t p) { *pos++ = static_cast<uint32_t>(p); });
+    if (e.count > 0) std::memcpy(slots.values, e.values.data(), e.values.size());
+    return;
+  }
+  encodeBitmapPart(f, e.bitmap.data(), partSize, e.values.data(), e.count, out);
+}
+
+// Validates part j's Pull payload and calls fn(index, row) for each of its rows.
+template <typename Fn>
+Result<int64_t> visitPullPart(
+    const Zen& ws, uint32_t j, const ByteVector& payload, const RowFormat& f, Fn&& fn) {
+  const uint64_t partSize = ws.map.partSize(static_cast<int>(j));
+  const size_t rb = f.rowBytes();
+  ZEN_ASSIGN_OR_RETURN(const PayloadKind kind, peekPayloadKind(payload.data(), payload.size()));
+  switch (kind) {
+    case PayloadKind::kCooPositions: {
+      ZEN_ASSIGN_OR_RETURN(const CooPositionsView v,
+                           decodeCooPositions(payload.data(), payload.size(), f, partSize,
+                                              static_cast<int64_t>(partSize), true));
+      for (int64_t k = 0; k < v.count; ++k) {
+        fn(static_cast<int64_t>(ws.map.indexOf(j, v.positions[k])), v.values + k * rb);
+      }
+      return v.count;
+    }
+    case PayloadKind::kBitmap: {
+      ZEN_ASSIGN_OR_RETURN(const BitmapPartView v,
+                           decodeBitmapPart(payload.data(), payload.size(), f, partSize));
+      const std::byte* row = v.values;
+      forEachSetBit(v.bitmap, v.bitmapBytes, [&](uint64_t p) {
+        fn(static_cast<int64_t>(ws.map.indexOf(j, p)), row);
+        row += rb;
+      });
+      return v.count;
+    }
+    case PayloadKind::kDenseRange: {
+      ZEN_ASSIGN_OR_RETURN(const DenseRangeView v,
+                           decodeDenseRange(payload.data(), payload.size(), f, partSize));
+      ZEN_CHECK_ARG(v.begin == 0 && static_cast<uint64_t>(v.count) == partSize,
+                    "dense part covers positions [{}, {}), expected the whole part [0, {})",
+                    v.begin, v.begin + v.count, partSize);
+      for (int64_t k = 0; k < v.count; ++k) {
+        fn(static_cast<int64_t>(ws.map.indexOf(j, static_cast<uint64_t>(k))), v.values + k * rb);
+      }
+      return v.count;
+    }
+    default:
+      return ZEN_ERROR(StatusCode::kInvalidArgument, "a {} payload is no Pull part",
+                       payloadKindName(kind));
+  }
+}
+
+// Step 6 into result->dense: parts own disjoint rows, so they decode in parallel.
+Status decodeDense(const Zen& ws,
+                   const RowFormat& f,
+                   int64_t numRows,
+                   ThreadPool* pool,
+                   SparseAllreduceResult* result) {
+  const size_t rb = f.rowBytes();
+  result->dense.assign(static_cast<size_t>(numRows) * rb, std::byte{0});
+  std::byte* dense = result->dense.data();
+  const int n = ws.n;
+  std::vector<Result<int64_t>> counts(n, Status::ok());
+  auto decodePart = [&](int64_t j) {
+    counts[j] = visitPullPart(ws, static_cast<uint32_t>(j), ws.gathered[j], f,
+                              [&](int64_t idx, const std::byte* row) {
+                                std::memcpy(dense + static_cast<size_t>(idx) * rb, row, rb);
+                              });
+  };
+  if (pool != nullptr) {
+    pool->parallelFor(n, decodePart);
+  } else {
+    for (int j = 0; j < n; ++j) decodePart(j);
+  }
+  int64_t total = 0;
+  for (int j = 0; j < n; ++j) {
+    ZEN_RETURN_IF_ERROR(fromRank(counts[j].status(), "pull part", j));
+    total += counts[j].value();
+  }
+  result->stats.outputNnz = total;
+  return Status::ok();
+}
+
+// Step 6 into result->sparse: (index, row) of every part, sorted by index, copied once.
+Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduceResult* result) {
+  ws.entries.clear();
+  for (int j = 0; j < ws.n; ++j) {
+    const Result<int64_t> count = visitPullPart(
+        ws, static_cast<uint32_t>(j), ws.gathered[j], f,
+        [&](int64_t idx, const std::byte* row) { ws.entries.emplace_back(idx, row); });
+    ZEN_RETURN_IF_ERROR(fromRank(count.status(), "pull part", j));
+  }
+  // Parts own disjoint index sets and no part repeats a position: indices are unique.
+  std::sort(ws.entries.begin(), ws.entries.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  SparseTensor& out = result->sparse;
+  const size_t rb = f.rowBytes();
+  out.numRows = numRows;
+  out.rowSize = f.rowSize;
+  out.dtype = f.dtype;
+  out.indices.resize(ws.entries.size());
+  out.values.resize(ws.entries.size() * rb);
+  for (size_t k = 0; k < ws.entries.size(); ++k) {
+    out.indices[k] = ws.entries[k].first;
+    std::memcpy(out.values.data() + k * rb, ws.entries[k].second, rb);
+  }
+  result->stats.outputNnz = out.nnz();
+  return Status::ok();
+}
+
+}  // namespace
+
+Status sparseAllreduceZen(const SparseAllreduceOptions& o, SparseAllreduceResult* result) {
+  Transport& t = *o.transport;
+  const int n = t.size();
+  const int r = t.rank();
+  const SparseView& in = o.input;
+  const RowFormat format{in.dtype, in.rowSize};
+  SparseAllreduceWorkspace scratch;
+  Zen& ws = o.workspace != nullptr ? o.workspace->zen() : scratch.zen();
+  prepare(o, n, &ws);
+  PhaseClock clock(&result->stats);
+
+  // 1. Algorithm 1.
+  ZEN_RETURN_IF_ERROR(ws.partitioner->partition(in, &ws.lists, nullptr));
+  const PushLists& lists = ws.lists;
+  int64_t largest = 0;
+  for (int p = 0; p < n; ++p) largest = std::max(largest, lists.count(p));
+  result->stats.imbalance =
+      lists.total() == 0 ? 1.0 : static_cast<double>(largest) * n / lists.total();
+  clock.mark("partition");
+
+  // 2. Push.
+  ws.pushPayloads.resize(n);
+  std::vector<ConstBytes> sends(n);
+  for (int p = 0; p < n; ++p) {
+    if (p == r) continue;
+    const int64_t begin = lists.offsets[p];
+    encodeCooPositions(format, lists.positions.data() + begin, lists.row(begin), lists.count(p),
+                       &ws.pushPayloads[p]);
+    sends[p] = ConstBytes{ws.pushPayloads[p].data(), ws.pushPayloads[p].size()};
+  }
+  ZEN_RETURN_IF_ERROR(t.alltoallv(sends, &ws.received));
+  clock.mark("push");
+
+  // 3. Aggregate, in rank order.
+  PartitionAggregator& agg = *ws.aggregator;
+  ZEN_RETURN_IF_ERROR(agg.reset(ws.map, static_cast<uint32_t>(r), in.dtype, in.rowSize));
+  const uint64_t partSize = agg.size();
+  for (int p = 0; p < n; ++p) {
+    if (p == r) {
+      const int64_t begin = lists.offsets[p];
+      ZEN_RETURN_IF_ERROR(
+          agg.add(lists.positions.data() + begin, lists.row(begin), lists.count(p)));
+      continue;
+    }
+    const ByteVector& payload = ws.received[p];
+    const Result<CooPositionsView> view = decodeCooPositions(
+        payload.data(), payload.size(), format, partSize, static_cast<int64_t>(partSize), false);
+    ZEN_RETURN_IF_ERROR(fromRank(view.status(), "push payload", p));
+    ZEN_RETURN_IF_ERROR(agg.add(view.value().positions, view.value().values, view.value().count));
+  }
+  clock.mark("aggregate");
+
+  // 4-5. Algorithm 2, the Pull encoding, allgatherv.
+  const double scale = o.op == ReduceOp::kAverage ? 1.0 / n : 1.0;
+  ZEN_RETURN_IF_ERROR(encode(agg, scale, &ws.encoded));
+  encodePullPart(ws.encoded, partSize, format, &ws.pullPayload);
+  ZEN_RETURN_IF_ERROR(t.allgatherv(ws.pullPayload.data(), ws.pullPayload.size(), &ws.gathered));
+  clock.mark("pull");
+
+  // 6. Decode.
+  Status decoded = o.denseOutput ? decodeDense(ws, format, in.numRows, o.pool, result)
+                                 : decodeSparse(ws, format, in.numRows, result);
+  clock.mark("decode");
+  return decoded;
+}
+
+}  // namespace zen::ops

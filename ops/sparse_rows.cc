@@ -1,0 +1,96 @@
+// Local coalescing and densification (see sparse_rows.h). Nothing here touches the wire.
+#include "ops/sparse_rows.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+namespace zen::ops {
+
+Status coalesceRows(const std::vector<SparseView>& inputs, int divisor, SparseTensor* out) {
+  ZEN_CHECK_ARG(!inputs.empty(), "coalesceRows needs at least one input");
+  ZEN_CHECK_ARG(divisor >= 1, "divisor must be at least 1, got {}", divisor);
+  const SparseView& first = inputs[0];
+  int64_t total = 0;
+  for (const SparseView& in : inputs) {
+    ZEN_CHECK_ARG(
+        in.numRows == first.numRows && in.rowSize == first.rowSize && in.dtype == first.dtype,
+        "coalesceRows: inputs of {} x {} {} and {} x {} {}", in.numRows, in.rowSize,
+        dataTypeName(in.dtype), first.numRows, first.rowSize, dataTypeName(first.dtype));
+    total += in.nnz;
+  }
+  // (index, entry number over all inputs): sorting these orders equal indices by input, then
+  // entry, which is what makes the sum deterministic.
+  std::vector<std::pair<int64_t, int64_t>> order;
+  order.reserve(static_cast<size_t>(total));
+  std::vector<const std::byte*> rows;
+  rows.reserve(static_cast<size_t>(total));
+  for (const SparseView& in : inputs) {
+    for (int64_t k = 0; k < in.nnz; ++k) {
+      order.emplace_back(in.indices[k], static_cast<int64_t>(rows.size()));
+      rows.push_back(in.row(k));
+    }
+  }
+  std::sort(order.begin(), order.end());
+  int64_t unique = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    unique += (k == 0 || order[k].first != order[k - 1].first) ? 1 : 0;
+  }
+  out->numRows = first.numRows;
+  out->rowSize = first.rowSize;
+  out->dtype = first.dtype;
+  out->indices.resize(static_cast<size_t>(unique));
+  out->values.resize(static_cast<size_t>(unique) * first.rowBytes());
+  dispatchDataType(first.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = AccumulatorT<T>;
+    const int64_t rowSize = first.rowSize;
+    std::vector<Acc> acc(static_cast<size_t>(rowSize));
+    T* dst = reinterpret_cast<T*>(out->values.data());
+    int64_t written = 0;
+    for (size_t k = 0; k < order.size();) {
+      std::fill(acc.begin(), acc.end(), Acc(0));
+      const int64_t idx = order[k].first;
+      for (; k < order.size() && order[k].first == idx; ++k) {
+        const T* src = reinterpret_cast<const T*>(rows[order[k].second]);
+        for (int64_t e = 0; e < rowSize; ++e) acc[e] += toAccumulator<Acc>(src[e]);
+      }
+      out->indices[written] = idx;
+      finishRow<T>(acc.data(), rowSize, divisor, dst + written * rowSize);
+      ++written;
+    }
+  });
+  return Status::ok();
+}
+
+SparseTensor emptyLike(const SparseView& in) {
+  SparseTensor t;
+  t.numRows = in.numRows;
+  t.rowSize = in.rowSize;
+  t.dtype = in.dtype;
+  return t;
+}
+
+void scatterToDense(const SparseTensor& t, std::vector<std::byte>* dense) {
+  const size_t rowBytes = t.rowBytes();
+  dense->assign(static_cast<size_t>(t.numRows) * rowBytes, std::byte{0});
+  for (int64_t k = 0; k < t.nnz(); ++k) {
+    std::memcpy(dense->data() + static_cast<size_t>(t.indices[k]) * rowBytes,
+                t.values.data() + static_cast<size_t>(k) * rowBytes, rowBytes);
+  }
+}
+
+void divideInPlace(void* data, size_t count, DataType dtype, int divisor) {
+  if (divisor == 1) return;
+  dispatchDataType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = AccumulatorT<T>;
+    T* v = static_cast<T*>(data);
+    for (size_t i = 0; i < count; ++i) {
+      const Acc a = toAccumulator<Acc>(v[i]);
+      finishRow<T>(&a, 1, divisor, v + i);
+    }
+  });
+}
+
+}  // namespace zen::ops

@@ -1,0 +1,319 @@
+// The sparse allreduce contract on every backend: results equal the dense reference (exact
+// for Sum of integer-valued data, within one rounding for Average), a bad input on one rank is
+// the same clear error on every rank, and nothing waits longer than the transport timeout.
+// Every rank builds every rank's input from the same seed, so the reference is local.
+#include "test/ops/sparse_allreduce_test.h"
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <random>
+
+#include "core/thread_pool.h"
+#include "ops/sparse_allreduce.h"
+#include "test/core/reference.h"
+
+namespace zen::ops::testing {
+
+void PrintTo(const SparseParam& param, std::ostream* out) {
+  PrintTo(param.transport, out);
+  *out << ", scheme " << schemeName(param.scheme);
+}
+
+std::string sparseParamName(const ::testing::TestParamInfo<SparseParam>& info) {
+  const TransportParam& t = info.param.transport;
+  std::string name = backendName(t.backend);
+  if (t.ranks > 0) name += "_n" + std::to_string(t.ranks);
+  return name + "_" + schemeName(info.param.scheme);
+}
+
+namespace {
+
+namespace ref = ::zen::reference;
+
+enum class Pattern { kSomeEmpty, kOne, kRandom, kAllRows };
+
+struct Case {
+  DataType dtype;
+  int64_t rowSize;
+  ReduceOp op;
+  bool denseOutput;
+  Pattern pattern;
+  bool zipf;
+  uint64_t seed;
+
+  // Odd row counts that n does not divide, so IndexMap tails and empty parts occur.
+  int64_t numRows() const { return rowSize == 1 ? 131 : 61; }
+};
+
+std::vector<Case> cases(Coverage coverage) {
+  std::vector<Case> out;
+  uint64_t seed = 1;
+  int i = 0;
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
+                         DataType::kFloat64, DataType::kInt64}) {
+    for (int64_t rowSize : {1, 3}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+        for (bool dense : {false, true}) {
+          for (Pattern pattern :
+               {Pattern::kSomeEmpty, Pattern::kOne, Pattern::kRandom, Pattern::kAllRows}) {
+            for (bool zipf : {false, true}) {
+              if (coverage == Coverage::kFull || i % 7 == 3) {
+                out.push_back(Case{dtype, rowSize, op, dense, pattern, zipf, seed});
+              }
+              ++i;
+              ++seed;
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> someIndices(std::mt19937_64& rng, int64_t numRows, int64_t unique, bool zipf) {
+  return zipf ? ref::zipfIndices(rng, numRows, unique) : ref::uniformIndices(rng, numRows, unique);
+}
+
+// Rank r's tensor for every r, the same on every rank.
+std::vector<SparseTensor> makeInputs(const Case& c, int n) {
+  std::mt19937_64 rng(c.seed * 7919 + static_cast<uint64_t>(n));
+  const int64_t numRows = c.numRows();
+  std::vector<SparseTensor> ranks;
+  for (int r = 0; r < n; ++r) {
+    std::vector<int64_t> idx;
+    switch (c.pattern) {
+      case Pattern::kSomeEmpty:
+        if (r % 2 == 1) idx = someIndices(rng, numRows, numRows / 4, c.zipf);
+        break;
+      case Pattern::kOne:
+        idx = someIndices(rng, numRows, 1, c.zipf);
+        idx.resize(1);
+        break;
+      case Pattern::kRandom: {
+        const auto unique = static_cast<int64_t>(1 + rng() % static_cast<uint64_t>(numRows / 3));
+        idx = someIndices(rng, numRows, unique, c.zipf);
+        ref::addDuplicates(rng, &idx, unique / 5);
+        break;
+      }
+      case Pattern::kAllRows: {
+        idx.resize(static_cast<size_t>(numRows));
+        std::iota(idx.begin(), idx.end(), 0);
+        std::shuffle(idx.begin(), idx.end(), rng);
+        const std::vector<int64_t> extra = someIndices(rng, numRows, numRows / 10, c.zipf);
+        idx.insert(idx.end(), extra.begin(), extra.end());
+        break;
+      }
+    }
+    ranks.push_back(ref::makeRank(rng, std::move(idx), numRows, c.rowSize, c.dtype));
+  }
+  return ranks;
+}
+
+// The element the reference expects, as the dense scheme's sparse output would keep it.
+bool expectedNonzero(const ref::DenseSum& sum, size_t k, int divisor) {
+  return ref::isInteger(sum.dtype) ? sum.i[k] / divisor != 0 : sum.f[k] != 0.0;
+}
+
+// The dense scheme's sparse output: exactly the rows with a non-zero element.
+::testing::AssertionResult nonzeroRowsMatch(const SparseTensor& out,
+                                            const ref::DenseSum& sum,
+                                            int divisor,
+                                            double relTol) {
+  std::vector<int64_t> want;
+  for (int64_t r = 0; r < sum.numRows; ++r) {
+    bool nonzero = false;
+    for (int64_t e = 0; e < sum.rowSize; ++e) {
+      nonzero |= expectedNonzero(sum, static_cast<size_t>(r * sum.rowSize + e), divisor);
+    }
+    if (nonzero) want.push_back(r);
+  }
+  if (out.indices != want) {
+    return ::testing::AssertionFailure()
+           << "output has " << out.nnz() << " rows, " << want.size() << " are non-zero";
+  }
+  for (int64_t k = 0; k < out.nnz(); ++k) {
+    for (int64_t e = 0; e < sum.rowSize; ++e) {
+      auto m = ref::elementMatches(sum, static_cast<size_t>(out.indices[k] * sum.rowSize + e),
+                                   out.values.data(), static_cast<size_t>(k * sum.rowSize + e),
+                                   divisor, relTol);
+      if (!m) return m;
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+SparseAllreduceOptions optionsFor(Transport& t, const SparseTensor& input, Scheme scheme) {
+  SparseAllreduceOptions o;
+  o.transport = &t;
+  o.input = input.view();
+  o.scheme = scheme;
+  return o;
+}
+
+std::string describe(const Case& c, int n) {
+  static const char* const kPatterns[] = {"some-empty", "one", "random", "all-rows"};
+  return fmt::format("n={} {} x{} {} {} output, {} {}, seed {}", n, dataTypeName(c.dtype),
+                     c.rowSize, c.op == ReduceOp::kSum ? "sum" : "average",
+                     c.denseOutput ? "dense" : "sparse", kPatterns[static_cast<int>(c.pattern)],
+                     c.zipf ? "zipf" : "uniform", c.seed);
+}
+
+void checkResult(const Case& c,
+                 Scheme scheme,
+                 int n,
+                 const std::vector<SparseTensor>& inputs,
+                 const Status& status,
+                 const SparseAllreduceResult& result) {
+  SCOPED_TRACE(describe(c, n));
+  ASSERT_TRUE(status.isOk()) << status.toString();
+  const ref::DenseSum sum = ref::denseSum(ref::views(inputs));
+  const int divisor = c.op == ReduceOp::kAverage ? n : 1;
+  const double tol = c.op == ReduceOp::kAverage ? ref::averageTolerance(c.dtype) : 0.0;
+  if (c.denseOutput) {
+    ASSERT_EQ(result.dense.size(), static_cast<size_t>(sum.numRows) *
+                                       static_cast<size_t>(sum.rowSize) * dataTypeSize(c.dtype));
+    EXPECT_TRUE(ref::denseMatches(result.dense.data(), sum, divisor, tol));
+  } else if (scheme == Scheme::kDense) {
+    EXPECT_TRUE(nonzeroRowsMatch(result.sparse, sum, divisor, tol));
+  } else {
+    EXPECT_TRUE(ref::sparseMatches(result.sparse, sum, divisor, tol));
+  }
+  EXPECT_EQ(result.stats.scheme, scheme);
+  EXPECT_GE(result.stats.seconds, 0.0);
+  EXPECT_FALSE(result.stats.phases.empty());
+  if (n == 1) {
+    EXPECT_EQ(result.stats.bytesSent, 0u);
+    EXPECT_EQ(result.stats.bytesReceived, 0u);
+  } else {
+    // At least every peer's call summary.
+    EXPECT_GE(result.stats.bytesSent, static_cast<uint64_t>(n - 1) * 56);
+    EXPECT_GE(result.stats.bytesReceived, static_cast<uint64_t>(n - 1) * 56);
+  }
+}
+
+TEST_P(SparseAllreduceTest, MatchesDenseReference) {
+  const std::vector<Case> all = cases(GetParam().coverage);
+  run([&](Transport& t) {
+    const int n = t.size();
+    for (const Case& c : all) {
+      const std::vector<SparseTensor> inputs = makeInputs(c, n);
+      SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
+      o.op = c.op;
+      o.denseOutput = c.denseOutput;
+      SparseAllreduceResult result;
+      const Status s = sparseAllreduce(o, &result);
+      checkResult(c, scheme(), n, inputs, s, result);
+    }
+  });
+}
+
+// One workspace (and a thread pool) across calls whose shape, dtype and density change.
+TEST_P(SparseAllreduceTest, ReusesWorkspaceAcrossChangingCalls) {
+  std::vector<Case> sequence;
+  uint64_t seed = 1000;
+  for (DataType dtype : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat64}) {
+    for (Pattern pattern : {Pattern::kRandom, Pattern::kAllRows, Pattern::kOne}) {
+      sequence.push_back(Case{dtype, seed % 2 == 0 ? 1 : 3, ReduceOp::kSum, seed % 3 == 0, pattern,
+                              seed % 2 == 1, seed});
+      ++seed;
+    }
+  }
+  run([&](Transport& t) {
+    SparseAllreduceWorkspace workspace;
+    ThreadPool pool(2);
+    for (const Case& c : sequence) {
+      const std::vector<SparseTensor> inputs = makeInputs(c, t.size());
+      SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
+      o.denseOutput = c.denseOutput;
+      o.workspace = &workspace;
+      o.pool = c.seed % 2 == 0 ? &pool : nullptr;
+      SparseAllreduceResult result;
+      const Status s = sparseAllreduce(o, &result);
+      checkResult(c, scheme(), t.size(), inputs, s, result);
+    }
+  });
+}
+
+TEST_P(SparseAllreduceTest, AllEmptyShortCircuits) {
+  run([&](Transport& t) {
+    const int n = t.size();
+    for (bool dense : {false, true}) {
+      SparseTensor empty;
+      empty.numRows = 50;
+      empty.rowSize = 2;
+      SparseAllreduceOptions o = optionsFor(t, empty, scheme());
+      o.denseOutput = dense;
+      SparseAllreduceResult result;
+      const Status s = sparseAllreduce(o, &result);
+      ASSERT_TRUE(s.isOk()) << s.toString();
+      EXPECT_EQ(result.sparse.nnz(), 0);
+      EXPECT_EQ(result.sparse.numRows, 50);
+      if (dense) {
+        EXPECT_EQ(result.dense, std::vector<std::byte>(50 * 2 * 4, std::byte{0}));
+      }
+      // Only the call summaries travel.
+      EXPECT_EQ(result.stats.bytesSent, static_cast<uint64_t>(n - 1) * 56);
+      EXPECT_EQ(result.stats.bytesReceived, static_cast<uint64_t>(n - 1) * 56);
+    }
+  });
+}
+
+// An index out of range on the last rank: every rank returns the same kInvalidArgument naming
+// that rank and the index, at once (no rank waits for a timeout), and the transport is still
+// usable afterwards.
+TEST_P(SparseAllreduceTest, BadIndexOnOneRankFailsEveryRank) {
+  const Case good{DataType::kFloat32, 3, ReduceOp::kSum, false, Pattern::kRandom, false, 77};
+  run([&](Transport& t) {
+    const int n = t.size();
+    const int bad = n - 1;
+    for (int64_t badIndex : {good.numRows() + 5, int64_t{-3}}) {
+      std::vector<SparseTensor> inputs = makeInputs(good, n);
+      inputs[bad].indices.push_back(badIndex);
+      inputs[bad].values.resize(inputs[bad].values.size() + inputs[bad].rowBytes());
+      SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
+      SparseAllreduceResult result;
+      const auto start = std::chrono::steady_clock::now();
+      const Status s = sparseAllreduce(o, &result);
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.toString();
+      EXPECT_NE(
+          s.message().find("rank " + std::to_string(bad) + ": index " + std::to_string(badIndex)),
+          std::string::npos)
+          << s.message();
+      EXPECT_LT(seconds, 5.0) << "the error should not wait for the transport timeout";
+    }
+    const std::vector<SparseTensor> inputs = makeInputs(good, n);
+    SparseAllreduceResult result;
+    const Status s = sparseAllreduce(optionsFor(t, inputs[t.rank()], scheme()), &result);
+    checkResult(good, scheme(), n, inputs, s, result);
+  });
+}
+
+// Ranks that disagree on the call: the same error on every rank, naming the odd one.
+TEST_P(SparseAllreduceTest, DisagreeingRanksFailEveryRank) {
+  const Case good{DataType::kFloat32, 1, ReduceOp::kSum, false, Pattern::kRandom, true, 91};
+  run([&](Transport& t) {
+    const int n = t.size();
+    if (n == 1) return;
+    const std::vector<SparseTensor> inputs = makeInputs(good, n);
+    SparseTensor odd = inputs[1];
+    odd.numRows += 1;
+    SparseAllreduceOptions o = optionsFor(t, t.rank() == 1 ? odd : inputs[t.rank()], scheme());
+    SparseAllreduceResult result;
+    Status s = sparseAllreduce(o, &result);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.toString();
+    EXPECT_NE(s.message().find("rank 1 passed 132 rows"), std::string::npos) << s.message();
+
+    o = optionsFor(t, inputs[t.rank()], scheme());
+    if (t.rank() == 1) o.op = ReduceOp::kAverage;
+    s = sparseAllreduce(o, &result);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.toString();
+    EXPECT_NE(s.message().find("rank 1 asked for average"), std::string::npos) << s.message();
+  });
+}
+
+}  // namespace
+}  // namespace zen::ops::testing

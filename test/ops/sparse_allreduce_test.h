@@ -1,0 +1,39 @@
+#pragma once
+
+// The sparse allreduce contract (sparse_allreduce_test.cc), written once and instantiated per
+// backend: sparse_allreduce_local_test.cc for in-process and TCP ranks as threads,
+// sparse_allreduce_mpi_test.cc under mpirun.
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+
+#include "core/config.h"
+#include "test/ops/transport_harness.h"
+
+namespace zen::ops::testing {
+
+// How much of the case matrix (dtype x rowSize x op x output x pattern x skew) a run covers:
+// all of it, or every 7th case (7 is coprime to every dimension, so each value still occurs).
+enum class Coverage { kFull, kSubset };
+
+struct SparseParam {
+  TransportParam transport;
+  Scheme scheme;
+  Coverage coverage;
+};
+void PrintTo(const SparseParam& param, std::ostream* out);
+std::string sparseParamName(const ::testing::TestParamInfo<SparseParam>& info);
+
+class SparseAllreduceTest : public ::testing::TestWithParam<SparseParam> {
+ protected:
+  void run(const std::function<void(Transport&)>& fn) {
+    RankOptions options;
+    options.timeoutSeconds = 20.0;
+    runRanks(GetParam().transport, options, fn);
+  }
+  Scheme scheme() const { return GetParam().scheme; }
+};
+
+}  // namespace zen::ops::testing
