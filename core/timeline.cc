@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -109,8 +110,8 @@ Timeline::~Timeline() {
   ::close(fd_);
 }
 
-int64_t Timeline::nowMicros() const {
-  return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start_).count();
+int64_t Timeline::micros(Clock::time_point t) const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t - start_).count();
 }
 
 int Timeline::rowId(const std::string& row) {
@@ -159,8 +160,33 @@ void Timeline::end(const std::string& row, TimelineArgs args) {
       fmt::format(R"({{"ph":"E","ts":{},"pid":{},"tid":0,"args":{}}})", ts, pid, argsJson(args)));
 }
 
+void Timeline::span(const std::string& row,
+                    const std::string& phase,
+                    Clock::time_point start,
+                    Clock::time_point end,
+                    TimelineArgs args) {
+  // A phase that began before a DYNAMIC timeline was started is cut at its start.
+  const int64_t ts = std::max<int64_t>(0, micros(start));
+  const int64_t dur = std::max<int64_t>(0, micros(end) - ts);
+  int pid;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pid = rowId(row);
+  }
+  args.emplace_back("rank", std::to_string(rank_));
+  record(fmt::format(R"({{"name":{},"ph":"X","ts":{},"dur":{},"pid":{},"tid":0,"args":{}}})",
+                     jsonString(phase), ts, dur, pid, argsJson(args)));
+}
+
 void Timeline::instant(const std::string& row, const std::string& name, TimelineArgs args) {
-  const int64_t ts = nowMicros();
+  instantAt(row, name, Clock::now(), std::move(args));
+}
+
+void Timeline::instantAt(const std::string& row,
+                         const std::string& name,
+                         Clock::time_point at,
+                         TimelineArgs args) {
+  const int64_t ts = micros(at);
   int pid;
   {
     std::lock_guard<std::mutex> lock(mu_);

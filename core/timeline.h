@@ -43,8 +43,21 @@ class Timeline {
   // A phase of tensor `row` begins / ends (Chrome "B"/"E" events). Phases nest.
   void begin(const std::string& row, const std::string& phase, TimelineArgs args = {});
   void end(const std::string& row, TimelineArgs args = {});
+  // A phase whose times are known only afterwards (Chrome "X" event), such as the executor's
+  // phases, measured by the collective and reported when it returns. Spans on one row nest
+  // when their intervals do.
+  void span(const std::string& row,
+            const std::string& phase,
+            Clock::time_point start,
+            Clock::time_point end,
+            TimelineArgs args = {});
   // An instant on a row, e.g. the tick of rank r becoming ready during NEGOTIATE.
   void instant(const std::string& row, const std::string& name, TimelineArgs args = {});
+  // The same at a time already past.
+  void instantAt(const std::string& row,
+                 const std::string& name,
+                 Clock::time_point at,
+                 TimelineArgs args = {});
   // A global marker at the start of a background-loop cycle (ZEN_TIMELINE_MARK_CYCLES).
   void markCycle();
 
@@ -56,7 +69,8 @@ class Timeline {
   Timeline(int fd, std::string path, int rank, bool markCycles);
   void record(std::string event);
   int rowId(const std::string& row);  // assigns pids, emitting the row's name on first use
-  int64_t nowMicros() const;
+  int64_t nowMicros() const { return micros(Clock::now()); }
+  int64_t micros(Clock::time_point t) const;
   void writerLoop();
 
   const int fd_;

@@ -60,6 +60,40 @@ TEST(Timeline, RowsPhasesAndArgsAreInTheTrace) {
   EXPECT_EQ(cycles, 1);
 }
 
+TEST(Timeline, SpansAndLateInstantsCarryTheirOwnTimes) {
+  const auto path = tempPath("timeline_spans");
+  auto t = Timeline::open(path, 1, false);
+  ASSERT_TRUE(t.isOk()) << t.status().toString();
+  auto& tl = *t.value();
+  const auto start = Timeline::Clock::now() + std::chrono::milliseconds(5);
+  tl.span("bucket", "PUSH", start, start + std::chrono::milliseconds(3), {{"bytes", "12"}});
+  tl.instantAt("bucket", "0", start + std::chrono::milliseconds(1));
+  // Before the timeline existed (a DYNAMIC timeline started mid-operation): cut at 0.
+  tl.span("bucket", "QUEUE", start - std::chrono::hours(1), start);
+  tl.flush();
+  const auto j = readJson(path);
+  int spans = 0, ticks = 0;
+  for (const auto& e : j) {
+    if (e["ph"] == "X" && e["name"] == "PUSH") {
+      EXPECT_GE(e["ts"].get<int64_t>(), 5000);
+      EXPECT_NEAR(e["dur"].get<int64_t>(), 3000, 1);
+      EXPECT_EQ(e["args"]["bytes"], 12);
+      EXPECT_EQ(e["args"]["rank"], 1);
+      ++spans;
+    }
+    if (e["ph"] == "X" && e["name"] == "QUEUE") {
+      EXPECT_EQ(e["ts"], 0);
+      ++spans;
+    }
+    if (e["ph"] == "i" && e["name"] == "0") {
+      EXPECT_GE(e["ts"].get<int64_t>(), 6000);
+      ++ticks;
+    }
+  }
+  EXPECT_EQ(spans, 2);
+  EXPECT_EQ(ticks, 1);
+}
+
 TEST(Timeline, ValidJsonAtEveryMomentWhileThreadsWrite) {
   const auto path = tempPath("timeline_valid");
   auto t = Timeline::open(path, 0, false);

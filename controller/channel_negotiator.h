@@ -1,0 +1,63 @@
+#pragma once
+
+// core's Negotiator over a ControlChannel: one rank's LocalNegotiator and, on rank 0, the
+// Coordinator, driven through exactly the cycle of test/controller/sim_cluster.h
+// (docs/negotiation.md "One cycle"):
+//
+//   bits = local.beginCycle(shutdown, now)         rank 0 ORs in a stall shutdown
+//   channel.allreduceAnd(bits)                     every cycle
+//   path = local.applyAnded(bits)
+//   fast: plan = local.fastPathPlan()              rank 0: inspectStalls(now)
+//   slow: channel.gather(encode(local.slowPathRequests()))
+//         rank 0: plan = coordinator.computeResponses(lists, now, local.cachedResponses())
+//         channel.broadcast(encode(plan))
+//   local.finishCycle(plan)
+//
+// Rank 0 logs the stall inspector's warning (it names the missing ranks).
+
+#include <spdlog/logger.h>
+
+#include <memory>
+#include <optional>
+
+#include "controller/coordinator.h"
+#include "controller/local_negotiator.h"
+#include "core/config.h"
+#include "core/negotiator.h"
+
+namespace zen::controller {
+
+struct NegotiatorOptions {
+  int rank = 0;
+  int size = 1;
+  int cacheCapacity = 1024;
+  int64_t fusionThresholdBytes = int64_t{128} << 20;
+  double stallCheckSeconds = 60.0;
+  double stallShutdownSeconds = 0.0;
+
+  static NegotiatorOptions fromConfig(const Config& config, int rank, int size);
+};
+
+class ChannelNegotiator final : public Negotiator {
+ public:
+  ChannelNegotiator(NegotiatorOptions options, std::shared_ptr<spdlog::logger> log);
+
+  Status check(const Request& request) const override;
+  Status post(const Request& request, TimePoint now) override;
+  Result<CycleResult> runCycle(ControlChannel& channel,
+                               bool shutdownRequested,
+                               TimePoint now) override;
+
+  const LocalNegotiator& local() const { return local_; }
+
+ private:
+  Result<ResponseList> slowPath(ControlChannel& channel, TimePoint now, CycleResult* out);
+
+  NegotiatorOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  LocalNegotiator local_;
+  std::optional<Coordinator> coordinator_;  // rank 0 only
+  bool warnedEvictions_ = false;
+};
+
+}  // namespace zen::controller

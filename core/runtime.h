@@ -1,0 +1,182 @@
+#pragma once
+
+// The daemon (ARCHITECTURE.md "The shape in one paragraph"; Horovod's background loop). A
+// Runtime owns one background thread, the queue of enqueued tensors, the timeline and the
+// stats, and drives three interfaces core declares: the control channel, the negotiator
+// (controller/) and the executor (ops/). No globals: tests run several Runtimes, one per
+// rank, in one process. bindings/runtime_factory.h assembles one from Config.
+//
+// Every cycle (at most ZEN_CYCLE_TIME apart; an enqueue wakes the loop early):
+//   1. hand the requests enqueued since the last cycle to the negotiator;
+//   2. negotiate (collective): every rank gets the same plan, in one global order;
+//   3. if the plan says shut down: agree on why (one gather + broadcast), fail every pending
+//      handle with that cause, refuse new work, stop;
+//   4. otherwise execute the plan's responses in order and complete their handles.
+// A failed control channel stops the rank at once with the channel's error (which names the
+// rank that failed first); a failed data plane makes the rank ask for shutdown, so the others
+// learn the cause in the next cycle.
+
+#include <spdlog/logger.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/config.h"
+#include "core/control_channel.h"
+#include "core/executor.h"
+#include "core/handle.h"
+#include "core/negotiator.h"
+#include "core/runtime_stats.h"
+#include "core/tensor_queue.h"
+#include "core/timeline.h"
+
+namespace zen {
+
+struct RuntimeOptions {
+  int rank = 0;
+  int size = 1;
+  double cycleTimeMs = 1.0;  // ZEN_CYCLE_TIME
+  std::string timeline;      // ZEN_TIMELINE: a path (".rank<N>" is inserted), DYNAMIC or off
+  bool timelineMarkCycles = false;
+  std::shared_ptr<spdlog::logger> logger;  // null: a logger at ZEN_LOG_LEVEL for this rank
+
+  static RuntimeOptions fromConfig(const Config& config, int rank, int size);
+};
+
+// The name of the join and barrier requests (one of each in flight per rank).
+inline constexpr const char* kBarrierTensorName = "barrier.noname";
+
+// One operation to enqueue; build it with the named constructors.
+struct TensorOp {
+  Request request;  // name, op, reduce op, root; dtype, shape and device come from the views
+  SparseView sparseInput;
+  DenseView input;
+  DenseView output;
+  Callback callback;
+
+  // Row-sparse gradients (torch sparse COO, tf.IndexedSlices). With denseOutput.data null
+  // the result is a coalesced SparseTensor in the handle's OpResult; otherwise denseOutput
+  // ([numRows x rowSize], same dtype) receives the dense result.
+  static TensorOp sparseAllreduce(std::string name,
+                                  SparseView input,
+                                  ReduceOp op = ReduceOp::kAverage,
+                                  DenseView denseOutput = {});
+  // output may alias input.
+  static TensorOp allreduce(std::string name,
+                            DenseView input,
+                            DenseView output,
+                            ReduceOp op = ReduceOp::kAverage);
+  // Ranks may differ in the first dimension; the result is in the handle's OpResult.
+  static TensorOp allgather(std::string name, DenseView input);
+  // In place: the root's tensor overwrites every other rank's.
+  static TensorOp broadcast(std::string name, DenseView tensor, int rootRank);
+  // This rank has no more data; it completes when every rank has joined (OpResult's
+  // lastJoinedRank). Meanwhile this rank contributes zeros / no rows to the others'
+  // reductions and gathers.
+  static TensorOp join();
+  static TensorOp barrier();
+
+  TensorOp& withCallback(Callback cb) {
+    callback = std::move(cb);
+    return *this;
+  }
+};
+
+class Runtime {
+ public:
+  // Opens the timeline (ZEN_TIMELINE path) and starts the background loop. finalizer runs
+  // last in the destructor, after the loop and the channel and executor are gone (say,
+  // MPI_Finalize when the factory initialized MPI).
+  static Result<std::unique_ptr<Runtime>> create(RuntimeOptions options,
+                                                 std::unique_ptr<ControlChannel> channel,
+                                                 std::unique_ptr<Negotiator> negotiator,
+                                                 std::unique_ptr<Executor> executor,
+                                                 std::function<void()> finalizer = {});
+  // Asks for shutdown (if still running) and waits for the loop.
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  int rank() const { return options_.rank; }
+  int size() const { return options_.size; }
+
+  // Never waits on communication. An error means nothing was enqueued: a malformed request,
+  // a name already in flight here, a post after join, or a runtime that has stopped (the
+  // cause it stopped with).
+  Result<Handle> enqueue(TensorOp op);
+  // All or none; the group reaches the same cycle, so it fuses as well as it can.
+  Result<std::vector<Handle>> enqueueGroup(std::vector<TensorOp> ops);
+
+  // Asks every rank to stop (agreed in the next cycle; the others' pending handles fail with
+  // "shut down by rank <this> at user request") and waits for this rank's loop to end, at
+  // most about ZEN_TIMEOUT when a peer does not answer. Returns the cause the job stopped
+  // with when it was not this request. Safe from any thread, callbacks included (they do
+  // not wait).
+  Status shutdown();
+  // OK while the loop runs; afterwards why it stopped.
+  Status status() const;
+  bool running() const { return !stopped_.load(); }
+
+  // ZEN_TIMELINE=DYNAMIC only: start or stop writing a timeline (per rank, ".rank<N>" is
+  // inserted into the path).
+  Status startTimeline(const std::string& path, bool markCycles);
+  Status stopTimeline();
+  // The path this rank's timeline is written to, empty when off.
+  std::string timelinePath() const;
+
+  RuntimeStats stats() const;
+
+ private:
+  Runtime(RuntimeOptions options,
+          std::unique_ptr<ControlChannel> channel,
+          std::unique_ptr<Negotiator> negotiator,
+          std::unique_ptr<Executor> executor,
+          std::function<void()> finalizer);
+
+  Result<std::unique_ptr<TensorEntry>> makeEntry(TensorOp op) const;
+  std::shared_ptr<Timeline> timeline() const;
+
+  // The background thread.
+  void loop();
+  bool runCycle();
+  void execute(const Response& response, std::chrono::steady_clock::time_point planned);
+  void record(const Response& response,
+              const std::vector<TensorEntry*>& entries,
+              const BucketReport& report,
+              std::chrono::steady_clock::time_point planned,
+              std::chrono::steady_clock::time_point start,
+              std::chrono::steady_clock::time_point end,
+              const Status& status);
+  void finish(const std::string& name, const Status& status);
+  Status agreeOnCause(const CycleResult& cycle, bool* byThisRank);
+  void stop(const Status& why, bool byThisRank = false);
+
+  const RuntimeOptions options_;
+  std::shared_ptr<spdlog::logger> log_;
+  std::unique_ptr<ControlChannel> channel_;
+  std::unique_ptr<Negotiator> negotiator_;
+  std::unique_ptr<Executor> executor_;
+  std::function<void()> finalizer_;
+  TensorQueue queue_;
+
+  std::atomic<bool> shutdownRequested_{false};
+  std::atomic<bool> stopped_{false};
+  Status dataFailure_;   // background thread: the data plane broke on this rank
+  int64_t buckets_ = 0;  // background thread: buckets executed, the same index on every rank
+
+  mutable std::mutex mu_;  // status_, stats_, timeline_
+  Status status_;
+  bool stoppedByThisRank_ = false;  // the cause is this rank's own shutdown request
+  RuntimeStats stats_;
+  std::shared_ptr<Timeline> timeline_;
+
+  std::mutex joinMu_;
+  std::thread thread_;
+};
+
+}  // namespace zen

@@ -1,0 +1,143 @@
+// The named constructors of TensorOp and the checks an enqueue can make on its own, before
+// any other rank is asked (core/runtime.h).
+#include "core/runtime.h"
+
+namespace zen {
+
+TensorOp TensorOp::sparseAllreduce(std::string name,
+                                   SparseView input,
+                                   ReduceOp op,
+                                   DenseView denseOutput) {
+  TensorOp t;
+  t.request.name = std::move(name);
+  t.request.op = OpType::kSparseAllreduce;
+  t.request.reduceOp = op;
+  t.request.dtype = input.dtype;
+  t.request.shape = TensorShape({input.numRows, input.rowSize});
+  t.request.rowSize = input.rowSize;
+  t.request.device = input.device;
+  t.sparseInput = input;
+  t.output = denseOutput;
+  return t;
+}
+
+TensorOp TensorOp::allreduce(std::string name, DenseView input, DenseView output, ReduceOp op) {
+  TensorOp t;
+  t.request.name = std::move(name);
+  t.request.op = OpType::kAllreduce;
+  t.request.reduceOp = op;
+  t.request.dtype = input.dtype;
+  t.request.shape = input.shape;
+  t.request.device = input.device;
+  t.input = input;
+  t.output = output;
+  return t;
+}
+
+TensorOp TensorOp::allgather(std::string name, DenseView input) {
+  TensorOp t;
+  t.request.name = std::move(name);
+  t.request.op = OpType::kAllgather;
+  t.request.dtype = input.dtype;
+  t.request.shape = input.shape;
+  t.request.device = input.device;
+  t.input = input;
+  return t;
+}
+
+TensorOp TensorOp::broadcast(std::string name, DenseView tensor, int rootRank) {
+  TensorOp t;
+  t.request.name = std::move(name);
+  t.request.op = OpType::kBroadcast;
+  t.request.rootRank = rootRank;
+  t.request.dtype = tensor.dtype;
+  t.request.shape = tensor.shape;
+  t.request.device = tensor.device;
+  t.input = tensor;
+  t.output = tensor;
+  return t;
+}
+
+TensorOp TensorOp::join() {
+  TensorOp t;
+  t.request.name = kJoinTensorName;
+  t.request.op = OpType::kJoin;
+  return t;
+}
+
+TensorOp TensorOp::barrier() {
+  TensorOp t;
+  t.request.name = kBarrierTensorName;
+  t.request.op = OpType::kBarrier;
+  return t;
+}
+
+namespace {
+
+Status checkDense(const std::string& name, const char* what, const DenseView& v) {
+  ZEN_CHECK_ARG(v.dtype <= DataType::kInt64, "tensor '{}': unknown {} dtype code {}", name, what,
+                static_cast<int>(v.dtype));
+  for (int64_t d : v.shape.dims()) {
+    ZEN_CHECK_ARG(d >= 0, "tensor '{}': {} shape {} has a negative dimension", name, what,
+                  v.shape.toString());
+  }
+  ZEN_CHECK_ARG(v.data != nullptr || v.shape.numElements() == 0,
+                "tensor '{}': {} of shape {} has no data", name, what, v.shape.toString());
+  return Status::ok();
+}
+
+Status checkSparse(const std::string& name, const SparseView& s, const DenseView& out) {
+  ZEN_CHECK_ARG(s.dtype <= DataType::kInt64, "tensor '{}': unknown dtype code {}", name,
+                static_cast<int>(s.dtype));
+  ZEN_CHECK_ARG(s.numRows >= 0 && s.rowSize >= 1 && s.nnz >= 0,
+                "tensor '{}': sparse tensor of {} rows x {} with {} entries", name, s.numRows,
+                s.rowSize, s.nnz);
+  ZEN_CHECK_ARG(s.nnz == 0 || (s.indices != nullptr && s.values != nullptr),
+                "tensor '{}': {} entries but no indices or values", name, s.nnz);
+  if (out.data == nullptr) return Status::ok();
+  ZEN_RETURN_IF_ERROR(checkDense(name, "dense output", out));
+  ZEN_CHECK_ARG(out.dtype == s.dtype && out.shape.numElements() == s.numRows * s.rowSize,
+                "tensor '{}': the dense output is {} {}, the sparse tensor needs {} x {} of {}",
+                name, dataTypeName(out.dtype), out.shape.toString(), s.numRows, s.rowSize,
+                dataTypeName(s.dtype));
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TensorEntry>> Runtime::makeEntry(TensorOp op) const {
+  Request& q = op.request;
+  q.rank = options_.rank;
+  switch (q.op) {
+    case OpType::kSparseAllreduce:
+      ZEN_RETURN_IF_ERROR(checkSparse(q.name, op.sparseInput, op.output));
+      break;
+    case OpType::kAllreduce:
+      ZEN_RETURN_IF_ERROR(checkDense(q.name, "input", op.input));
+      ZEN_RETURN_IF_ERROR(checkDense(q.name, "output", op.output));
+      ZEN_CHECK_ARG(op.output.dtype == op.input.dtype &&
+                        op.output.shape.numElements() == op.input.shape.numElements(),
+                    "tensor '{}': output {} {} does not match input {} {}", q.name,
+                    dataTypeName(op.output.dtype), op.output.shape.toString(),
+                    dataTypeName(op.input.dtype), op.input.shape.toString());
+      break;
+    case OpType::kAllgather:
+    case OpType::kBroadcast:
+      ZEN_RETURN_IF_ERROR(checkDense(q.name, "input", op.input));
+      break;
+    case OpType::kJoin:
+    case OpType::kBarrier:
+      break;
+  }
+  ZEN_RETURN_IF_ERROR(negotiator_->check(q));
+  auto entry = std::make_unique<TensorEntry>();
+  entry->request = std::move(op.request);
+  entry->sparseInput = op.sparseInput;
+  entry->input = op.input;
+  entry->output = op.output;
+  entry->handle = std::make_shared<HandleState>(std::move(op.callback));
+  entry->enqueued = std::chrono::steady_clock::now();
+  return entry;
+}
+
+}  // namespace zen
