@@ -145,6 +145,24 @@ const std::map<std::string, Setter>& setters() {
   return table;
 }
 
+// The MPI launchers' placement variables, Open MPI's first.
+Status parseMpiPlacement(const std::map<std::string, std::string>& env, Config* config) {
+  const char* names[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                            {"PMI_RANK", "PMI_SIZE"}};
+  for (const auto& [rankName, sizeName] : names) {
+    auto rank = env.find(rankName);
+    auto size = env.find(sizeName);
+    if (rank == env.end() || size == env.end()) continue;
+    ZEN_ASSIGN_OR_RETURN(int64_t r, parseInt(rankName, rank->second, 0, 1 << 30));
+    ZEN_ASSIGN_OR_RETURN(int64_t n, parseInt(sizeName, size->second, 1, 1 << 30));
+    ZEN_CHECK_ARG(r < n, "{}={} is not below {}={}", rankName, r, sizeName, n);
+    config->mpiRank = static_cast<int>(r);
+    config->mpiSize = static_cast<int>(n);
+    return Status::ok();
+  }
+  return Status::ok();
+}
+
 }  // namespace
 
 const char* schemeName(Scheme scheme) {
@@ -176,6 +194,7 @@ Result<Config> Config::parse(const std::map<std::string, std::string>& env) {
     }
     ZEN_RETURN_IF_ERROR(it->second(config, name, value));
   }
+  ZEN_RETURN_IF_ERROR(parseMpiPlacement(env, &config));
   if (config.rank && config.size && *config.rank >= *config.size) {
     return ZEN_ERROR(StatusCode::kInvalidArgument, "ZEN_RANK={} is not below ZEN_SIZE={}",
                      *config.rank, *config.size);

@@ -20,6 +20,9 @@ struct Config {
   std::optional<int> rank, size, localRank, localSize, crossRank, crossSize;
   std::string controllerAddr;  // host:port of rank 0's control channel
   std::string secret;          // per-job secret checked on every TCP connection
+  // The MPI launcher's placement (OMPI_COMM_WORLD_RANK/SIZE, else PMI_RANK/PMI_SIZE): present
+  // under mpirun, where no ZEN_RANK is needed. Read here so that nothing else calls getenv.
+  std::optional<int> mpiRank, mpiSize;
 
   // Runtime knobs, defaults as Horovod's where they overlap.
   int64_t fusionThresholdBytes = int64_t{128} << 20;
@@ -39,7 +42,8 @@ struct Config {
   uint64_t seed = 0x5eed2e2ULL;
   int threads = 0;  // CPU worker threads, 0 = hardware concurrency
 
-  // Parses a snapshot of the environment; only ZEN_* names are looked at.
+  // Parses a snapshot of the environment; only ZEN_* names and the MPI placement above are
+  // looked at.
   static Result<Config> parse(const std::map<std::string, std::string>& env);
   // Reads the process environment once and parses it.
   static Result<Config> fromEnvironment();

@@ -73,6 +73,23 @@ INSTANTIATE_TEST_SUITE_P(
                               "unknown variable ZEN_FUSION_THRESHOLDD"},
                       BadCase{"ZEN_RANK", "x", "ZEN_RANK='x'"}));
 
+TEST(Config, MpiPlacementComesFromTheLauncher) {
+  auto c = Config::parse({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
+  ASSERT_TRUE(c.isOk()) << c.status().toString();
+  EXPECT_EQ(c.value().mpiRank, 2);
+  EXPECT_EQ(c.value().mpiSize, 4);
+  EXPECT_FALSE(c.value().rank.has_value());
+  c = Config::parse({{"PMI_RANK", "1"}, {"PMI_SIZE", "3"}});
+  ASSERT_TRUE(c.isOk());
+  EXPECT_EQ(c.value().mpiRank, 1);
+  c = Config::parse({{"PATH", "/bin"}});
+  ASSERT_TRUE(c.isOk());
+  EXPECT_FALSE(c.value().mpiSize.has_value());
+  c = Config::parse({{"OMPI_COMM_WORLD_RANK", "4"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
+  ASSERT_FALSE(c.isOk());
+  EXPECT_NE(c.status().message().find("OMPI_COMM_WORLD_RANK=4"), std::string::npos);
+}
+
 TEST(Config, RankMustBeBelowSize) {
   const auto c = Config::parse({{"ZEN_RANK", "4"}, {"ZEN_SIZE", "4"}});
   ASSERT_FALSE(c.isOk());
