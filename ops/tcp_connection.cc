@@ -6,6 +6,7 @@
 // interleave on the socket.
 #include "ops/tcp_connection.h"
 
+#include <algorithm>
 #include <new>
 #include <string>
 #include <utility>
@@ -86,7 +87,7 @@ void Connection::readHeader() {
               ZEN_ERROR(StatusCode::kIoError, "rank {} sent a corrupt frame header", self->peer_));
           return self->close();
         }
-        if (length > self->maxFrameBytes_) {
+        if (length > self->maxFrameBytes_ || (tag == kAbortTag && length > kMaxAbortReasonBytes)) {
           self->mailbox_->failPeer(
               self->peer_, ZEN_ERROR(StatusCode::kIoError,
                                      "rank {} announced a frame of {} bytes, above the limit of {}",
@@ -108,17 +109,23 @@ void Connection::readBody(uint32_t tag, uint64_t length) {
                          length, peer_));
     return close();
   }
-  if (length == 0) {
-    mailbox_->deliver(peer_, tag, std::move(*payload));
-    return readHeader();
-  }
+  if (length == 0) return received(tag, std::move(*payload));
   asio::async_read(
       socket_, asio::buffer(payload->data(), payload->size()),
       [self = shared_from_this(), payload, tag](const boost::system::error_code& ec, size_t) {
         if (ec) return self->readFailed(ec);
-        self->mailbox_->deliver(self->peer_, tag, std::move(*payload));
-        self->readHeader();
+        self->received(tag, std::move(*payload));
       });
+}
+
+void Connection::received(uint32_t tag, ByteVector payload) {
+  if (tag != kAbortTag) {
+    mailbox_->deliver(peer_, tag, std::move(payload));
+    return readHeader();
+  }
+  // The peer's last frame: nothing follows it.
+  mailbox_->failPeer(peer_, ZEN_ERROR(StatusCode::kIoError, "rank {} aborted after an error ({})",
+                                      peer_, std::string(payload.begin(), payload.end())));
 }
 
 void Connection::readFailed(const boost::system::error_code& ec) {
@@ -169,6 +176,29 @@ void Connection::writeNext() {
           self->tracker_->finished(self->peer_, failed);
         self->writes_.clear();
       });
+}
+
+void Connection::abort(std::string reason) {
+  if (reason.size() > kMaxAbortReasonBytes) reason.resize(kMaxAbortReasonBytes);
+  asio::post(socket_.get_executor(), [self = shared_from_this(), reason = std::move(reason)] {
+    if (self->closed_) return;
+    if (self->writes_.empty()) {
+      ByteVector frame(kHeaderBytes + reason.size());
+      putU32(frame.data(), kFrameMagic);
+      putU32(frame.data() + 4, kAbortTag);
+      putU64(frame.data() + 8, reason.size());
+      std::copy(reason.begin(), reason.end(), frame.begin() + kHeaderBytes);
+      // Non-blocking: a peer that does not read gets a truncated frame (read as a closed
+      // connection), never a stuck writer.
+      boost::system::error_code ignored;
+      self->socket_.non_blocking(true, ignored);
+      asio::write(self->socket_, asio::buffer(frame), ignored);
+    }
+    self->closed_ = true;
+    boost::system::error_code ignored;
+    self->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+    self->socket_.close(ignored);
+  });
 }
 
 void Connection::close() {

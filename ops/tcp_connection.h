@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "ops/mailbox.h"
@@ -50,10 +51,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
              Mailbox* mailbox,
              SendTracker* tracker);
 
+  // The frame a rank sends on each connection as it gives up after an error; its payload is
+  // the error, which the peer reports as "rank N aborted after an error (why)" instead of a
+  // bare "rank N closed the connection", so a failure that cascades through the mesh still
+  // names its first cause (the in-process backend words it the same).
+  static constexpr uint32_t kAbortTag = 0xffffffffu;
+  static constexpr size_t kMaxAbortReasonBytes = 4096;
+
   void start();
   // `data` must stay valid until the tracker reports the message finished.
   void postWrite(uint32_t tag, const void* data, size_t bytes);
   void close();
+  // Best effort, never blocking: sends the abort frame when no frame is half written and the
+  // socket takes it at once, then closes.
+  void abort(std::string reason);
 
  private:
   struct Write {
@@ -65,6 +76,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void readHeader();
   void readBody(uint32_t tag, uint64_t length);
   void readFailed(const boost::system::error_code& ec);
+  void received(uint32_t tag, ByteVector payload);
   void writeNext();
 
   boost::asio::ip::tcp::socket socket_;

@@ -2,7 +2,8 @@
 // per message (tcp_connection.cc: 16-byte header + payload), collectives from
 // MessageTransport. One io thread per transport runs all socket work; the driving thread
 // posts writes and waits on the Mailbox and the SendTracker with the call's deadline. On the
-// first error every connection is closed, so peers waiting on this rank see kIoError at once.
+// first error every connection is closed after an abort frame carrying the error, so peers
+// waiting on this rank see kIoError at once, naming the first cause.
 #include "ops/tcp_transport.h"
 
 #include <utility>
@@ -58,7 +59,9 @@ class TcpTransport final : public MessageTransport {
   void abort(const Status& why) override {
     log_->warn("rank {}: closing every TCP connection after: {}", rank(), why.toString());
     mailbox_.failAll(ZEN_ERROR(StatusCode::kAborted, "rank {} aborted its transport", rank()));
-    closeAll();
+    for (auto& connection : connections_) {
+      if (connection) connection->abort(why.message());
+    }
     // Writes still in flight end with an error once their socket is closed; wait for them so
     // no caller buffer is read after the failed call returns.
     tracker_.waitIdle();

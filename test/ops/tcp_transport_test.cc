@@ -206,6 +206,35 @@ TEST(TcpTransport, StalledPeerTimesOutOnEveryWaitingRank) {
   EXPECT_TRUE(ends[2].killedByHarness);
 }
 
+// Rank 2's transport fails (rank 0 sends a message of the wrong size) and aborts: rank 1,
+// waiting on rank 2 for something else, learns why rank 2 gave up, not only that its
+// connection closed, so a cascade of failures still names the first cause.
+TEST(TcpTransport, AbortingRankTellsItsPeersWhy) {
+  RankOptions options;
+  options.timeoutSeconds = 10;
+  runRanks(TransportParam{Backend::kTcp, 3}, options, [](Transport& t) {
+    uint64_t word = 0;
+    uint32_t small = 0;
+    Status s;
+    if (t.rank() == 0) {
+      ASSERT_TRUE(t.send(2, &small, sizeof(small), 1).isOk());
+      s = t.recv(2, &word, sizeof(word), 2);
+    } else if (t.rank() == 2) {
+      s = t.recv(0, &word, sizeof(word), 1);
+      EXPECT_NE(s.message().find("rank 0 sent 4 bytes, expected 8"), std::string::npos)
+          << s.toString();
+      return;
+    } else {
+      s = t.recv(2, &word, sizeof(word), 2);
+    }
+    EXPECT_EQ(s.code(), StatusCode::kIoError) << s.toString();
+    EXPECT_NE(s.message().find("rank 2 aborted after an error (rank 2: recv: rank 0 sent 4 "
+                               "bytes, expected 8)"),
+              std::string::npos)
+        << s.toString();
+  });
+}
+
 TEST(TcpTransport, NonRootNeedsTheRealPort) {
   TcpOptions o = rankOne("127.0.0.1:0", "s");
   EXPECT_EQ(createTcpTransport(o).status().code(), StatusCode::kInvalidArgument);
