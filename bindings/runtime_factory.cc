@@ -1,0 +1,204 @@
+// Runtime assembly from Config (bindings/runtime_factory.h).
+#include "bindings/runtime_factory.h"
+
+#include <string>
+#include <utility>
+
+#include "controller/channel_negotiator.h"
+#include "core/logging.h"
+#include "ops/cpu_executor.h"
+#include "ops/mpi_transport.h"
+#include "ops/tcp_transport.h"
+#include "ops/transport_control_channel.h"
+
+#ifdef ZEN_HAVE_MPI
+#include <mpi.h>
+#endif
+
+namespace zen::bindings {
+namespace {
+
+std::shared_ptr<spdlog::logger> loggerFor(const Config& config,
+                                          int rank,
+                                          std::shared_ptr<spdlog::logger> logger) {
+  return logger ? std::move(logger) : makeLogger(rank, config.logLevel);
+}
+
+// The data mesh's rendezvous: rank 0 listens on the control port + 1 (both ephemeral in
+// tests) and broadcasts the port it got over the control transport; 0 means it failed.
+Result<std::unique_ptr<ops::Transport>> connectTcpData(const Config& config,
+                                                       ops::Transport& control,
+                                                       ops::TcpOptions options) {
+  const std::string& addr = config.controllerAddr;
+  const size_t colon = addr.rfind(':');
+  ZEN_CHECK_ARG(colon != std::string::npos, "ZEN_CONTROLLER_ADDR='{}': expected host:port", addr);
+  const std::string host = addr.substr(0, colon);
+  if (control.rank() == 0) {
+    const int controlPort = std::stoi(addr.substr(colon + 1));
+    options.rendezvousAddr = host + ":" + std::to_string(controlPort == 0 ? 0 : controlPort + 1);
+    Status told = ZEN_ERROR(StatusCode::kIoError, "rank 0 never bound the data rendezvous");
+    bool listening = false;
+    options.onListening = [&](uint16_t port) {
+      listening = true;
+      told = control.broadcast(&port, sizeof(port), 0);
+    };
+    Result<std::unique_ptr<ops::Transport>> data = ops::createTcpTransport(options);
+    if (!listening) {
+      uint16_t none = 0;
+      (void)control.broadcast(&none, sizeof(none), 0);
+    }
+    if (!data.isOk()) return data.status();
+    ZEN_RETURN_IF_ERROR(told);
+    return data;
+  }
+  uint16_t port = 0;
+  ZEN_RETURN_IF_ERROR(control.broadcast(&port, sizeof(port), 0));
+  if (port == 0) {
+    return ZEN_ERROR(StatusCode::kIoError,
+                     "rank 0 could not open the data-plane rendezvous next to {}", addr);
+  }
+  options.rendezvousAddr = host + ":" + std::to_string(port);
+  return ops::createTcpTransport(options);
+}
+
+}  // namespace
+
+const char* backendName(Backend backend) {
+  switch (backend) {
+    case Backend::kInProcess:
+      return "in-process";
+    case Backend::kTcp:
+      return "tcp";
+    case Backend::kMpi:
+      return "mpi";
+  }
+  return "unknown";
+}
+
+Backend backendFor(const Config& config) {
+  if (config.rank || config.size) return Backend::kTcp;
+  return config.mpiSize ? Backend::kMpi : Backend::kTcp;
+}
+
+Result<std::unique_ptr<Runtime>> createRuntime(const Config& config,
+                                               std::shared_ptr<spdlog::logger> logger) {
+  if (backendFor(config) == Backend::kMpi) return createMpiRuntime(config, std::move(logger));
+  return createTcpRuntime(config, {}, std::move(logger));
+}
+
+Result<std::unique_ptr<Runtime>> createTcpRuntime(const Config& config,
+                                                  std::function<void(uint16_t)> onControlListening,
+                                                  std::shared_ptr<spdlog::logger> logger) {
+  const int rank = config.rank.value_or(0);
+  const int size = config.size.value_or(1);
+  ZEN_CHECK_ARG(rank < size, "rank {} of {}", rank, size);
+  logger = loggerFor(config, rank, std::move(logger));
+  ops::TcpOptions options = ops::TcpOptions::fromConfig(config);
+  options.rank = rank;
+  options.size = size;
+  options.logger = logger;
+  ops::TcpOptions controlOptions = options;
+  controlOptions.onListening = std::move(onControlListening);
+  ZEN_ASSIGN_OR_RETURN(std::unique_ptr<ops::Transport> control,
+                       ops::createTcpTransport(controlOptions));
+  std::unique_ptr<ops::Transport> data;
+  if (size == 1) {
+    ZEN_ASSIGN_OR_RETURN(data, ops::createTcpTransport(options));
+  } else {
+    ZEN_ASSIGN_OR_RETURN(data, connectTcpData(config, *control, options));
+  }
+  return assembleRuntime(config, std::move(control), std::move(data), std::move(logger));
+}
+
+Result<std::unique_ptr<Runtime>> createMpiRuntime(const Config& config,
+                                                  std::shared_ptr<spdlog::logger> logger) {
+#ifdef ZEN_HAVE_MPI
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  int provided = 0;
+  if (!initialized) {
+    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  logger = loggerFor(config, rank, std::move(logger));
+  if (provided < MPI_THREAD_SERIALIZED) {
+    logger->warn(
+        "MPI provides thread level {} below MPI_THREAD_SERIALIZED; Zen's background "
+        "thread drives MPI, which such an MPI does not allow",
+        provided);
+  }
+  // Finalize only what this factory initialized, after the runtime's communicators are freed.
+  std::function<void()> finalizer;
+  if (!initialized) {
+    finalizer = [] {
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (!finalized) MPI_Finalize();
+    };
+  }
+  ops::MpiOptions options = ops::MpiOptions::fromConfig(config);
+  options.logger = logger;
+  Result<std::unique_ptr<ops::Transport>> control = ops::createMpiTransport(options);
+  Result<std::unique_ptr<ops::Transport>> data =
+      control.isOk() ? ops::createMpiTransport(options) : control.status();
+  if (!control.isOk() || !data.isOk()) {
+    const Status failed = !control.isOk() ? control.status() : data.status();
+    control = Status::ok();  // frees the communicator before finalizing
+    if (finalizer) finalizer();
+    return failed;
+  }
+  return assembleRuntime(config, std::move(control).value(), std::move(data).value(),
+                         std::move(logger), std::move(finalizer));
+#else
+  (void)config;
+  (void)logger;
+  return ZEN_ERROR(StatusCode::kUnimplemented, "this build of Zen has no MPI (ZEN_WITH_MPI=OFF)");
+#endif
+}
+
+InProcessJob InProcessJob::make(int size) {
+  return InProcessJob{ops::makeInProcessHub(size), ops::makeInProcessHub(size), size};
+}
+
+Result<std::unique_ptr<Runtime>> createInProcessRuntime(const Config& config,
+                                                        int rank,
+                                                        const InProcessJob& job,
+                                                        std::shared_ptr<spdlog::logger> logger) {
+  logger = loggerFor(config, rank, std::move(logger));
+  ops::TransportOptions options = ops::TransportOptions::fromConfig(config);
+  options.rank = rank;
+  options.size = job.size;
+  options.logger = logger;
+  ZEN_ASSIGN_OR_RETURN(std::unique_ptr<ops::Transport> control,
+                       ops::createInProcessTransport(job.control, options));
+  ZEN_ASSIGN_OR_RETURN(std::unique_ptr<ops::Transport> data,
+                       ops::createInProcessTransport(job.data, options));
+  return assembleRuntime(config, std::move(control), std::move(data), std::move(logger));
+}
+
+Result<std::unique_ptr<Runtime>> assembleRuntime(const Config& config,
+                                                 std::unique_ptr<ops::Transport> control,
+                                                 std::unique_ptr<ops::Transport> data,
+                                                 std::shared_ptr<spdlog::logger> logger,
+                                                 std::function<void()> finalizer) {
+  ZEN_CHECK_ARG(control && data, "a runtime needs a control and a data transport");
+  const int rank = control->rank();
+  const int size = control->size();
+  ZEN_CHECK_ARG(data->rank() == rank && data->size() == size,
+                "the control transport is rank {} of {}, the data transport rank {} of {}", rank,
+                size, data->rank(), data->size());
+  RuntimeOptions options = RuntimeOptions::fromConfig(config, rank, size);
+  if (logger) options.logger = logger;
+  auto negotiator = std::make_unique<controller::ChannelNegotiator>(
+      controller::NegotiatorOptions::fromConfig(config, rank, size), options.logger);
+  auto channel = std::make_unique<ops::TransportControlChannel>(std::move(control));
+  auto executor = std::make_unique<ops::CpuExecutor>(std::move(data),
+                                                     ops::CpuExecutorOptions::fromConfig(config));
+  return Runtime::create(std::move(options), std::move(channel), std::move(negotiator),
+                         std::move(executor), std::move(finalizer));
+}
+
+}  // namespace zen::bindings

@@ -1,0 +1,61 @@
+#pragma once
+
+// core's Executor on the CPU: runs one response of the plan over the data-plane Transport
+// (a transport of its own, separate from the control channel's).
+// - allreduce: the bucket's tensors are copied into one fusion buffer (kept across steps,
+//   grown to the largest bucket seen), summed by Transport::allreduce (16-bit floats in fp32),
+//   divided by n for Average, copied out. A single tensor runs in place in its output.
+// - sparse allreduce: the bucket is one virtual tensor (index spaces concatenated at
+//   Response::rowOffsets, totalRows rows) through ops::sparseAllreduce with ZEN_SCHEME; the
+//   coalesced result is split back per tensor (sparse, or scattered into a dense output).
+// - allgather: every tensor's rows packed into one buffer, one allgatherv, unpacked.
+// - broadcast: Transport::broadcast in place (never fused).
+// A rank that has joined contributes zeros / no rows for the tensors it did not post.
+
+#include <memory>
+
+#include "core/config.h"
+#include "core/executor.h"
+#include "core/thread_pool.h"
+#include "ops/cpu_sparse_bucket.h"
+#include "ops/sparse_allreduce.h"
+#include "ops/transport.h"
+
+namespace zen::ops {
+
+struct CpuExecutorOptions {
+  Scheme scheme = Scheme::kAuto;  // ZEN_SCHEME
+  uint64_t seed = 0x5eed2e2ULL;   // ZEN_SEED
+  int hashFunctions = 3;          // ZEN_HASH_FUNCTIONS
+  double memoryFactor = 1.5;      // ZEN_HASH_MEMORY_FACTOR
+  int threads = 0;                // ZEN_THREADS (0: all cores)
+
+  static CpuExecutorOptions fromConfig(const Config& config);
+};
+
+class CpuExecutor final : public Executor {
+ public:
+  CpuExecutor(std::unique_ptr<Transport> transport, CpuExecutorOptions options);
+
+  Status execute(const Response& response,
+                 const std::vector<TensorEntry*>& entries,
+                 BucketReport* report) override;
+
+  Transport& transport() { return *transport_; }
+
+ private:
+  Status allreduce(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
+  Status sparse(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
+  Status allgather(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
+  Status broadcast(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
+
+  std::unique_ptr<Transport> transport_;
+  CpuExecutorOptions options_;
+  ThreadPool pool_;
+  SparseAllreduceWorkspace workspace_;
+  std::vector<std::byte> fusion_;  // dense buckets and gathers; reused across steps
+  SparseBucket sparseBucket_;      // the fused sparse input; reused
+  SparseAllreduceResult sparseResult_;
+};
+
+}  // namespace zen::ops
