@@ -153,8 +153,10 @@ class Runtime {
               std::chrono::steady_clock::time_point end,
               const Status& status);
   void finish(const std::string& name, const Status& status);
-  Status agreeOnCause(const CycleResult& cycle, bool* byThisRank);
-  void stop(const Status& why, bool byThisRank = false);
+  // The cause every rank stops with; *userRequest: a rank asked (not a failure or a stall),
+  // *byThisRank: this one.
+  Status agreeOnCause(const CycleResult& cycle, bool* userRequest, bool* byThisRank);
+  void stop(const Status& why, bool userRequest = false, bool byThisRank = false);
 
   const RuntimeOptions options_;
   std::shared_ptr<spdlog::logger> log_;

@@ -84,9 +84,10 @@ bool Runtime::runCycle() {
     }
   }
   if (cycle.plan.shutdown) {
+    bool userRequest = false;
     bool byThisRank = false;
-    const Status cause = agreeOnCause(cycle, &byThisRank);
-    stop(cause, byThisRank);
+    const Status cause = agreeOnCause(cycle, &userRequest, &byThisRank);
+    stop(cause, userRequest, byThisRank);
     return false;
   }
   for (const Response& response : cycle.plan.responses) execute(response, planned);
@@ -212,7 +213,7 @@ void Runtime::finish(const std::string& name, const Status& status) {
   entry->handle->complete(status);
 }
 
-Status Runtime::agreeOnCause(const CycleResult& cycle, bool* byThisRank) {
+Status Runtime::agreeOnCause(const CycleResult& cycle, bool* userRequest, bool* byThisRank) {
   StopKind kind = StopKind::kNone;
   std::string text;
   if (!dataFailure_.isOk()) {
@@ -246,19 +247,20 @@ Status Runtime::agreeOnCause(const CycleResult& cycle, bool* byThisRank) {
   }
   if (s.isOk()) s = channel_->broadcast(&chosen);
   if (!s.isOk()) {
-    *byThisRank = kind == StopKind::kUser;
+    *userRequest = kind == StopKind::kUser;
+    *byThisRank = *userRequest;
     return ZEN_ERROR(StatusCode::kAborted,
                      "zen shut down: {} (the ranks could not agree on the cause: {})",
                      text.empty() ? "another rank asked" : text, describe(s));
   }
   std::string cause(chosen.begin() + (chosen.empty() ? 0 : 1), chosen.end());
-  *byThisRank =
-      !chosen.empty() && chosen[0] == static_cast<uint8_t>(StopKind::kUser) && cause == text;
+  *userRequest = !chosen.empty() && chosen[0] == static_cast<uint8_t>(StopKind::kUser);
+  *byThisRank = *userRequest && cause == text;
   if (cause.empty()) cause = "no rank gave a reason";
   return ZEN_ERROR(StatusCode::kAborted, "zen shut down: {}", cause);
 }
 
-void Runtime::stop(const Status& why, bool byThisRank) {
+void Runtime::stop(const Status& why, bool userRequest, bool byThisRank) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (status_.isOk()) {
@@ -266,7 +268,7 @@ void Runtime::stop(const Status& why, bool byThisRank) {
       stoppedByThisRank_ = byThisRank;
     }
   }
-  if (byThisRank) {
+  if (userRequest) {
     log_->info("{}", why.message());
   } else {
     log_->warn("{}", why.message());

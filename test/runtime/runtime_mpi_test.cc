@@ -1,0 +1,125 @@
+// The runtime under mpirun (CTest runs `mpirun -np N` for N in 2..4): the factory sees the MPI
+// launcher's environment and builds the runtime over two MPI communicators; steps of every op
+// are checked against a reference. With --dead-peer=R the binary instead runs a job in which
+// rank R kills itself: Open MPI then kills the whole job (docs/architecture.md "Failure
+// semantics"), which runtime_mpi_dead_peer_test.cc checks from outside.
+#include <gtest/gtest.h>
+#include <mpi.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "test/runtime/runtime_test_util.h"
+
+namespace zen::testing {
+namespace {
+
+std::unique_ptr<Runtime> mpiRuntime() {
+  auto config = Config::fromEnvironment();
+  EXPECT_TRUE(config.isOk()) << config.status().toString();
+  if (!config.isOk()) return nullptr;
+  EXPECT_EQ(bindings::backendFor(config.value()), bindings::Backend::kMpi);
+  auto rt = bindings::createRuntime(config.value());
+  EXPECT_TRUE(rt.isOk()) << rt.status().toString();
+  return rt.isOk() ? std::move(rt).value() : nullptr;
+}
+
+TEST(MpiRuntime, StepsOfEveryOpAgainstAReference) {
+  auto rt = mpiRuntime();
+  ASSERT_TRUE(rt);
+  const int n = rt->size();
+  const int r = rt->rank();
+  int worldSize = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+  ASSERT_EQ(n, worldSize);
+  for (int s = 0; s < 30; ++s) {
+    std::vector<SparseInput> in;
+    for (int p = 0; p < n; ++p) in.push_back(makeSparse(s * 31 + p, 700, 3, 0.04));
+    std::vector<float> dense(10, float(r + s)), gathered(2, float(r)), root(3, float(r));
+    std::vector<TensorOp> ops;
+    ops.push_back(TensorOp::sparseAllreduce("emb", in[r].view(), ReduceOp::kSum));
+    ops.push_back(
+        TensorOp::allreduce("fc", denseView(dense, {10}), denseView(dense, {10}), ReduceOp::kSum));
+    ops.push_back(TensorOp::allgather("ids", denseView(gathered, {1, 2})));
+    ops.push_back(TensorOp::broadcast("root", denseView(root, {3}), n - 1));
+    auto hs = rt->enqueueGroup(std::move(ops));
+    ASSERT_TRUE(hs.isOk()) << hs.status().toString();
+    for (const Handle& h : hs.value()) ASSERT_TRUE(waitFor(h).isOk()) << "step " << s;
+    EXPECT_EQ(densify(hs.value()[0].result().sparse), denseSum(in));
+    for (float x : dense) EXPECT_EQ(x, float(n * (n - 1) / 2 + n * s));
+    EXPECT_EQ(hs.value()[2].result().gatheredShape, TensorShape({n, 2}));
+    for (float x : root) EXPECT_EQ(x, float(n - 1));
+  }
+  const RuntimeStats stats = rt->stats();
+  EXPECT_GE(stats.cacheHits, 29u * 3);  // the broadcast is never cached
+  auto barrier = rt->enqueue(TensorOp::barrier());
+  ASSERT_TRUE(barrier.isOk());
+  EXPECT_TRUE(waitFor(barrier.value()).isOk());
+}
+
+TEST(MpiRuntime, ShutdownByOneRankStopsAll) {
+  auto rt = mpiRuntime();
+  ASSERT_TRUE(rt);
+  if (rt->rank() == rt->size() - 1) {
+    EXPECT_TRUE(rt->shutdown().isOk());
+    return;
+  }
+  std::vector<float> x(4, 1.0f);
+  auto h = rt->enqueue(TensorOp::allreduce("x.only.here", denseView(x, {4}), denseView(x, {4})));
+  ASSERT_TRUE(h.isOk());
+  const Status s = waitFor(h.value());
+  EXPECT_EQ(s.message(),
+            fmt::format("zen shut down: shut down by rank {} at user request", rt->size() - 1));
+}
+
+// --dead-peer=R: steps until rank R kills itself, then every other rank waits on a pending
+// handle. Under Open MPI nobody returns: mpirun kills the job. "survived" would mean a rank saw
+// an error instead (a fault-tolerant MPI).
+int deadPeer(int victim) {
+  auto config = Config::fromEnvironment();
+  if (!config.isOk()) return 3;
+  auto rt = bindings::createRuntime(config.value());
+  if (!rt.isOk()) return 4;
+  Runtime& runtime = *rt.value();
+  std::vector<float> x(1024, 1.0f);
+  for (int s = 0;; ++s) {
+    if (s == 5 && runtime.rank() == victim) {
+      std::printf("rank %d: killing myself at step %d\n", runtime.rank(), s);
+      std::fflush(stdout);
+      raise(SIGKILL);
+    }
+    auto h = runtime.enqueue(
+        TensorOp::allreduce("x", denseView(x, {1024}), denseView(x, {1024}), ReduceOp::kSum));
+    const Status st = h.isOk() ? h.value().wait(120) : h.status();
+    if (!st.isOk()) {
+      std::printf("rank %d: survived with: %s\n", runtime.rank(), st.toString().c_str());
+      std::fflush(stdout);
+      return 5;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace zen::testing
+
+int main(int argc, char** argv) {
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided);
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--dead-peer=", 12) == 0) {
+      const int code = zen::testing::deadPeer(std::atoi(argv[i] + 12));
+      MPI_Finalize();
+      return code;
+    }
+  }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  ::testing::InitGoogleTest(&argc, argv);
+  if (rank != 0) GTEST_FLAG_SET(brief, true);
+  const int failed = RUN_ALL_TESTS();
+  int anyFailed = 0;
+  MPI_Allreduce(&failed, &anyFailed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return anyFailed;
+}
