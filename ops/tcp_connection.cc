@@ -7,6 +7,7 @@
 #include "ops/tcp_connection.h"
 
 #include <algorithm>
+#include <chrono>
 #include <new>
 #include <string>
 #include <utility>
@@ -67,7 +68,8 @@ Connection::Connection(asio::ip::tcp::socket socket,
       peer_(peer),
       maxFrameBytes_(maxFrameBytes),
       mailbox_(mailbox),
-      tracker_(tracker) {}
+      tracker_(tracker),
+      abortTimer_(socket_.get_executor()) {}
 
 void Connection::start() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] { self->readHeader(); });
@@ -144,7 +146,7 @@ void Connection::postWrite(uint32_t tag, const void* data, size_t bytes) {
   putU32(write.header.data() + 4, tag);
   putU64(write.header.data() + 8, bytes);
   asio::post(socket_.get_executor(), [self = shared_from_this(), write] {
-    if (self->closed_) {
+    if (self->closed_ || self->abortReason_) {
       return self->tracker_->finished(
           self->peer_,
           ZEN_ERROR(StatusCode::kIoError, "connection to rank {} is closed", self->peer_));
@@ -164,6 +166,7 @@ void Connection::writeNext() {
         self->writes_.pop_front();
         if (!ec) {
           self->tracker_->finished(self->peer_, Status::ok());
+          if (self->abortReason_) return self->sendAbortAndClose();
           if (!self->writes_.empty()) self->writeNext();
           return;
         }
@@ -175,40 +178,58 @@ void Connection::writeNext() {
         for (size_t i = 0; i < self->writes_.size(); ++i)
           self->tracker_->finished(self->peer_, failed);
         self->writes_.clear();
+        if (self->abortReason_) self->closeSocket();
       });
 }
 
 void Connection::abort(std::string reason) {
   if (reason.size() > kMaxAbortReasonBytes) reason.resize(kMaxAbortReasonBytes);
   asio::post(socket_.get_executor(), [self = shared_from_this(), reason = std::move(reason)] {
-    if (self->closed_) return;
-    if (self->writes_.empty()) {
-      ByteVector frame(kHeaderBytes + reason.size());
-      putU32(frame.data(), kFrameMagic);
-      putU32(frame.data() + 4, kAbortTag);
-      putU64(frame.data() + 8, reason.size());
-      std::copy(reason.begin(), reason.end(), frame.begin() + kHeaderBytes);
-      // Non-blocking: a peer that does not read gets a truncated frame (read as a closed
-      // connection), never a stuck writer.
-      boost::system::error_code ignored;
-      self->socket_.non_blocking(true, ignored);
-      asio::write(self->socket_, asio::buffer(frame), ignored);
+    if (self->closed_ || self->abortReason_) return;
+    self->abortReason_ = reason;
+    if (self->writes_.empty()) return self->sendAbortAndClose();
+    // A frame is half written: the abort frame can only follow it. The queued ones never go.
+    const Status dropped =
+        ZEN_ERROR(StatusCode::kIoError, "rank {}: the connection to rank {} is aborting",
+                  self->rank_, self->peer_);
+    while (self->writes_.size() > 1) {
+      self->writes_.pop_back();
+      self->tracker_->finished(self->peer_, dropped);
     }
-    self->closed_ = true;
-    boost::system::error_code ignored;
-    self->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-    self->socket_.close(ignored);
+    self->abortTimer_.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(kAbortLingerSeconds)));
+    self->abortTimer_.async_wait([self](const boost::system::error_code& ec) {
+      if (!ec) self->closeSocket();
+    });
   });
 }
 
+void Connection::sendAbortAndClose() {
+  const std::string& reason = *abortReason_;
+  ByteVector frame(kHeaderBytes + reason.size());
+  putU32(frame.data(), kFrameMagic);
+  putU32(frame.data() + 4, kAbortTag);
+  putU64(frame.data() + 8, reason.size());
+  std::copy(reason.begin(), reason.end(), frame.begin() + kHeaderBytes);
+  // Non-blocking: a peer that does not read gets a truncated frame (read as a closed
+  // connection), never a stuck io thread.
+  boost::system::error_code ignored;
+  socket_.non_blocking(true, ignored);
+  asio::write(socket_, asio::buffer(frame), ignored);
+  closeSocket();
+}
+
+void Connection::closeSocket() {
+  if (closed_) return;
+  closed_ = true;
+  abortTimer_.cancel();
+  boost::system::error_code ignored;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
+  socket_.close(ignored);
+}
+
 void Connection::close() {
-  asio::post(socket_.get_executor(), [self = shared_from_this()] {
-    if (self->closed_) return;
-    self->closed_ = true;
-    boost::system::error_code ignored;
-    self->socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ignored);
-    self->socket_.close(ignored);
-  });
+  asio::post(socket_.get_executor(), [self = shared_from_this()] { self->closeSocket(); });
 }
 
 }  // namespace zen::ops

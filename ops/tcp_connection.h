@@ -8,6 +8,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -62,9 +63,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // `data` must stay valid until the tracker reports the message finished.
   void postWrite(uint32_t tag, const void* data, size_t bytes);
   void close();
-  // Best effort, never blocking: sends the abort frame when no frame is half written and the
-  // socket takes it at once, then closes.
+  // Best effort, never blocking the caller: drops the frames not yet started, lets a half
+  // written one finish (peers read eagerly) for at most kAbortLingerSeconds, sends the abort
+  // frame if the socket takes it at once, then closes.
   void abort(std::string reason);
+  static constexpr double kAbortLingerSeconds = 1.0;
 
  private:
   struct Write {
@@ -78,6 +81,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void readFailed(const boost::system::error_code& ec);
   void received(uint32_t tag, ByteVector payload);
   void writeNext();
+  void sendAbortAndClose();
+  void closeSocket();
 
   boost::asio::ip::tcp::socket socket_;
   const int rank_;
@@ -86,8 +91,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Mailbox* mailbox_;
   SendTracker* tracker_;
   std::array<uint8_t, kHeaderBytes> header_{};
-  std::deque<Write> writes_;  // io thread only; the front one is in flight
-  bool closed_ = false;       // io thread only
+  std::deque<Write> writes_;                // io thread only; the front one is in flight
+  bool closed_ = false;                     // io thread only
+  std::optional<std::string> abortReason_;  // io thread only: aborting, with this error
+  boost::asio::steady_timer abortTimer_;
 };
 
 }  // namespace zen::ops
