@@ -155,11 +155,9 @@ Status runScheme(const SparseAllreduceOptions& o, Scheme scheme, SparseAllreduce
     case Scheme::kDense:
       return sparseAllreduceDense(o, result);
     case Scheme::kHc:
+      return sparseAllreduceHc(o, result);
     case Scheme::kBlocks:
-      return ZEN_ERROR(StatusCode::kUnimplemented,
-                       "sparse allreduce: scheme {} is not implemented yet (use zen, agsparse or "
-                       "dense)",
-                       schemeName(scheme));
+      return sparseAllreduceBlocks(o, result);
     case Scheme::kAuto:
       break;
   }

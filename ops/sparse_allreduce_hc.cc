@@ -1,0 +1,388 @@
+// Hierarchical Centralization (SparCML: recursive doubling with incremental merge),
+// ALGORITHMS.md §2 and §6.
+//
+// Steps (n ranks, p = the largest power of two <= n, e = n - p extra ranks):
+//   0. coalesce: sort this rank's rows by index and sum repeated ones (ops/sparse_rows.h,
+//      rounded to the dtype there, as Zen's Push does). From here partial sums are kept and
+//      sent in the accumulator type A (fp32 for 16-bit floats, int64 for integers), so the
+//      sum over ranks is rounded to the dtype once.
+//   1. fold (only when e > 0): extra rank p + i sends its set to rank i, which merges it.
+//   2. log2 p doubling steps: in step s rank r < p swaps its merged set with rank r xor 2^s
+//      and merges what it gets; afterwards each set covers 2^(s+1) of the p groups.
+//   3. unfold (only when e > 0): rank i sends the final set to rank p + i.
+//   4. scale (Average: 1/n) and round once to the dtype, into sparse or dense output.
+// Every exchange is one alltoallv in which only the partner's message is non-empty: full
+// duplex on every backend, and the empty messages carry no payload bytes.
+//
+// Encoding: a set travels as COO (16-byte header; per row a 4-byte index, 8 when |G| > 2^32,
+// and rowSize A values) until the dense form (header, a ceil(|G| / 8)-byte occupancy bitmap
+// that keeps the union of the rows any rank sent, and |G| rows) is no larger. From then on
+// the rank stays dense (merged sets only grow), and a dense set received turns a sparse one
+// dense: SparCML's dense switch.
+//
+// Bytes sent per rank r < p (k_s = distinct rows of r's set before step s, rowBytes in A):
+//   sum_{s=0..log2 p - 1} min(16 + k_s * (indexBytes + rowBytes), 16 + |G| / 8 + |G| * rowBytes)
+// = the paper's 2 * sum_i gamma_{2^(i-1)} * d * M (indexBytes = rowBytes), capped by the dense
+// size; plus, for ranks i < e, the unfold message (the full result). Extra ranks send their
+// own set once and receive the result once.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "ops/byte_io.h"
+#include "ops/sparse_allreduce.h"
+#include "ops/sparse_rows.h"
+
+namespace zen::ops {
+namespace {
+
+constexpr uint8_t kSparseFormat = 0;
+constexpr uint8_t kDenseFormat = 1;
+constexpr size_t kHeaderBytes = 16;  // format byte, 7 zero bytes, uint64 row count
+
+double secondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// One pairwise exchange as an alltoallv that every rank calls: `out` goes to rank `to`
+// (-1: none) and rank `from`'s message (-1: none) lands in *in.
+Status exchange(Transport& t, int to, const ByteVector& out, int from, ByteVector* in) {
+  std::vector<ConstBytes> sends(static_cast<size_t>(t.size()));
+  if (to >= 0) sends[to] = ConstBytes{out.data(), out.size()};
+  std::vector<ByteVector> received;
+  ZEN_RETURN_IF_ERROR(t.alltoallv(sends, &received));
+  for (int p = 0; p < t.size(); ++p) {
+    if (p != from && p != t.rank() && !received[p].empty()) {
+      return ZEN_ERROR(StatusCode::kIoError,
+                       "hc: rank {} sent {} bytes to rank {} in a step where it is not its "
+                       "partner (ranks out of step?)",
+                       p, received[p].size(), t.rank());
+    }
+  }
+  if (from >= 0) *in = std::move(received[from]);
+  return Status::ok();
+}
+
+// Ascending unique indices and their rows [size x rowSize].
+template <typename V>
+struct RowList {
+  std::vector<int64_t> indices;
+  std::vector<V> values;
+};
+
+// One rank's merged set, sparse (ascending rows) or dense (all rows plus occupancy bits).
+template <typename T>
+class MergedSet {
+ public:
+  using A = AccumulatorT<T>;
+  using Rows = RowList<A>;
+
+  MergedSet(int64_t numRows, int64_t rowSize)
+      : numRows_(numRows),
+        rowSize_(rowSize),
+        indexBytes_(static_cast<uint64_t>(numRows) <= (uint64_t{1} << 32) ? 4 : 8),
+        bitmapBytes_(static_cast<size_t>((numRows + 7) / 8)) {}
+
+  Status start(const SparseView& input) {
+    SparseTensor rows;
+    ZEN_RETURN_IF_ERROR(coalesceRows({input}, 1, &rows));
+    const T* values = reinterpret_cast<const T*>(rows.values.data());
+    sparse_.values.resize(rows.indices.size() * static_cast<size_t>(rowSize_));
+    std::transform(values, values + sparse_.values.size(), sparse_.values.begin(),
+                   [](T v) { return toAccumulator<A>(v); });
+    sparse_.indices = std::move(rows.indices);
+    return Status::ok();
+  }
+
+  bool dense() const { return dense_; }
+  int64_t rows() const {
+    if (!dense_) return static_cast<int64_t>(sparse_.indices.size());
+    int64_t count = 0;
+    for (uint64_t w : bits_) count += __builtin_popcountll(w);
+    return count;
+  }
+
+  // Serializes the set in the smaller form, switching this rank to dense if that is it.
+  void encode(ByteVector* out) {
+    const size_t rowBytes = static_cast<size_t>(rowSize_) * sizeof(A);
+    const size_t denseBytes =
+        kHeaderBytes + bitmapBytes_ + static_cast<size_t>(numRows_) * rowBytes;
+    const size_t sparseBytes = kHeaderBytes + sparse_.indices.size() * (indexBytes_ + rowBytes);
+    if (!dense_ && denseBytes <= sparseBytes) makeDense();
+    out->clear();
+    out->resize(dense_ ? denseBytes : sparseBytes, 0);
+    uint8_t* p = out->data();
+    p[0] = dense_ ? kDenseFormat : kSparseFormat;
+    const uint64_t count = dense_ ? static_cast<uint64_t>(numRows_) : sparse_.indices.size();
+    std::memcpy(p + 8, &count, sizeof(count));
+    p += kHeaderBytes;
+    if (dense_) {
+      for (size_t b = 0; b < bitmapBytes_; ++b) {
+        p[b] = static_cast<uint8_t>(bits_[b / 8] >> (8 * (b % 8)));
+      }
+      std::memcpy(p + bitmapBytes_, denseValues_.data(), denseValues_.size() * sizeof(A));
+      return;
+    }
+    if (indexBytes_ == 4) {
+      for (size_t k = 0; k < sparse_.indices.size(); ++k) {
+        const auto index = static_cast<uint32_t>(sparse_.indices[k]);
+        std::memcpy(p + 4 * k, &index, 4);
+      }
+    } else {
+      std::memcpy(p, sparse_.indices.data(), sparse_.indices.size() * 8);
+    }
+    std::memcpy(p + sparse_.indices.size() * indexBytes_, sparse_.values.data(),
+                sparse_.values.size() * sizeof(A));
+  }
+
+  // Adds a peer's encoded set to this one (replace: take it as the result instead).
+  Status merge(const ByteVector& msg, int peer, bool replace) {
+    Message m;
+    ZEN_RETURN_IF_ERROR(parse(msg, peer, &m));
+    if (replace) {
+      dense_ = false;
+      sparse_.indices.clear();
+      sparse_.values.clear();
+      denseValues_.clear();
+      bits_.clear();
+    }
+    if (m.dense) {
+      if (!dense_) makeDense();
+      for (size_t b = 0; b < bitmapBytes_; ++b)
+        bits_[b / 8] |= uint64_t{m.bitmap[b]} << (8 * (b % 8));
+      for (size_t i = 0; i < denseValues_.size(); ++i) denseValues_[i] += loadAt<A>(m.values, i);
+    } else if (dense_) {
+      for (uint64_t k = 0; k < m.count; ++k) {
+        const int64_t index = m.index(k, indexBytes_);
+        bits_[index / 64] |= uint64_t{1} << (index % 64);
+        A* dst = denseValues_.data() + index * rowSize_;
+        for (int64_t e = 0; e < rowSize_; ++e) dst[e] += loadAt<A>(m.values, k * rowSize_ + e);
+      }
+    } else {
+      mergeSparse(m);
+    }
+    return Status::ok();
+  }
+
+  // Divides (Average: by n), rounds once and writes the set into the result's sparse or dense
+  // output.
+  void output(int divisor, bool denseOutput, SparseAllreduceResult* result) const {
+    const size_t rowElems = static_cast<size_t>(rowSize_);
+    if (denseOutput) {
+      result->dense.assign(static_cast<size_t>(numRows_) * rowElems * sizeof(T), std::byte{0});
+      T* out = reinterpret_cast<T*>(result->dense.data());
+      if (dense_) {
+        for (int64_t r = 0; r < numRows_; ++r) {
+          finishRow<T>(denseValues_.data() + r * rowSize_, rowSize_, divisor, out + r * rowSize_);
+        }
+      } else {
+        for (size_t k = 0; k < sparse_.indices.size(); ++k) {
+          finishRow<T>(sparse_.values.data() + k * rowElems, rowSize_, divisor,
+                       out + sparse_.indices[k] * rowSize_);
+        }
+      }
+      return;
+    }
+    SparseTensor& s = result->sparse;
+    if (!dense_) {
+      s.indices = sparse_.indices;
+    } else {
+      s.indices.clear();
+      for (size_t w = 0; w < bits_.size(); ++w) {
+        for (uint64_t m = bits_[w]; m != 0; m &= m - 1) {
+          s.indices.push_back(static_cast<int64_t>(w * 64) + __builtin_ctzll(m));
+        }
+      }
+    }
+    s.values.resize(s.indices.size() * rowElems * sizeof(T));
+    T* out = reinterpret_cast<T*>(s.values.data());
+    for (size_t k = 0; k < s.indices.size(); ++k) {
+      const A* src = dense_ ? denseValues_.data() + s.indices[k] * rowSize_
+                            : sparse_.values.data() + k * rowElems;
+      finishRow<T>(src, rowSize_, divisor, out + k * rowElems);
+    }
+  }
+
+ private:
+  struct Message {
+    bool dense = false;
+    uint64_t count = 0;
+    const uint8_t* indices = nullptr;
+    const uint8_t* bitmap = nullptr;
+    const uint8_t* values = nullptr;
+    int64_t index(uint64_t k, size_t width) const {
+      return width == 4 ? static_cast<int64_t>(loadAt<uint32_t>(indices, k))
+                        : loadAt<int64_t>(indices, k);
+    }
+  };
+
+  // Checks a peer's payload completely before anything is read from it.
+  Status parse(const ByteVector& msg, int peer, Message* m) const {
+    const size_t rowBytes = static_cast<size_t>(rowSize_) * sizeof(A);
+    if (msg.size() < kHeaderBytes || msg[0] > kDenseFormat) {
+      return ZEN_ERROR(StatusCode::kIoError,
+                       "hc: corrupt set from rank {}: {} bytes, format byte {}", peer, msg.size(),
+                       msg.empty() ? -1 : msg[0]);
+    }
+    m->dense = msg[0] == kDenseFormat;
+    m->count = loadAt<uint64_t>(msg.data() + 8, 0);
+    const uint8_t* body = msg.data() + kHeaderBytes;
+    const size_t bodyBytes = msg.size() - kHeaderBytes;
+    if (m->dense) {
+      const size_t expected = bitmapBytes_ + static_cast<size_t>(numRows_) * rowBytes;
+      const bool sized = m->count == static_cast<uint64_t>(numRows_) && bodyBytes == expected;
+      const bool padded =
+          sized && (numRows_ % 8 == 0 || (body[bitmapBytes_ - 1] >> (numRows_ % 8)) == 0);
+      if (!padded) {
+        return ZEN_ERROR(StatusCode::kIoError,
+                         "hc: corrupt dense set from rank {}: {} rows and {} bytes, expected {} "
+                         "rows and {} bytes with zero bitmap padding",
+                         peer, m->count, bodyBytes, numRows_, expected);
+      }
+      m->bitmap = body;
+      m->values = body + bitmapBytes_;
+      return Status::ok();
+    }
+    if (m->count > bodyBytes / (indexBytes_ + rowBytes) ||
+        bodyBytes != m->count * (indexBytes_ + rowBytes)) {
+      return ZEN_ERROR(StatusCode::kIoError,
+                       "hc: corrupt sparse set from rank {}: {} rows in {} bytes ({} per row)",
+                       peer, m->count, bodyBytes, indexBytes_ + rowBytes);
+    }
+    m->indices = body;
+    m->values = body + m->count * indexBytes_;
+    int64_t previous = -1;
+    for (uint64_t k = 0; k < m->count; ++k) {
+      const int64_t index = m->index(k, indexBytes_);
+      if (index <= previous || index >= numRows_) {
+        return ZEN_ERROR(StatusCode::kIoError,
+                         "hc: corrupt sparse set from rank {}: row {} is index {} after {} "
+                         "(expected ascending indices in [0, {}))",
+                         peer, k, index, previous, numRows_);
+      }
+      previous = index;
+    }
+    return Status::ok();
+  }
+
+  // Two ascending row lists into one; rows present in both are summed.
+  void mergeSparse(const Message& m) {
+    const size_t rowElems = static_cast<size_t>(rowSize_);
+    const size_t mine = sparse_.indices.size();
+    merged_.indices.resize(mine + m.count);
+    merged_.values.resize((mine + m.count) * rowElems);
+    size_t i = 0;
+    uint64_t k = 0;
+    size_t w = 0;
+    for (; i < mine || k < m.count; ++w) {
+      const int64_t a = i < mine ? sparse_.indices[i] : numRows_;
+      const int64_t b = k < m.count ? m.index(k, indexBytes_) : numRows_;
+      const int64_t index = std::min(a, b);
+      merged_.indices[w] = index;
+      A* dst = merged_.values.data() + w * rowElems;
+      if (a == index) {
+        std::copy_n(sparse_.values.data() + i * rowElems, rowElems, dst);
+        ++i;
+      } else {
+        std::fill_n(dst, rowElems, A{0});
+      }
+      if (b == index) {
+        for (size_t e = 0; e < rowElems; ++e) dst[e] += loadAt<A>(m.values, k * rowElems + e);
+        ++k;
+      }
+    }
+    merged_.indices.resize(w);
+    merged_.values.resize(w * rowElems);
+    std::swap(sparse_, merged_);
+  }
+
+  void makeDense() {
+    denseValues_.assign(static_cast<size_t>(numRows_ * rowSize_), A{0});
+    bits_.assign(static_cast<size_t>((numRows_ + 63) / 64), 0);
+    for (size_t k = 0; k < sparse_.indices.size(); ++k) {
+      const int64_t index = sparse_.indices[k];
+      bits_[index / 64] |= uint64_t{1} << (index % 64);
+      std::copy_n(sparse_.values.begin() + k * rowSize_, rowSize_,
+                  denseValues_.begin() + index * rowSize_);
+    }
+    sparse_ = Rows{};
+    dense_ = true;
+  }
+
+  const int64_t numRows_;
+  const int64_t rowSize_;
+  const size_t indexBytes_;
+  const size_t bitmapBytes_;
+  bool dense_ = false;
+  Rows sparse_;
+  Rows merged_;                 // mergeSparse's output, swapped with sparse_ (keeps its memory)
+  std::vector<A> denseValues_;  // [numRows x rowSize] when dense_
+  std::vector<uint64_t> bits_;  // occupancy, bit r = row r, when dense_
+};
+
+template <typename T>
+Status runHc(const SparseAllreduceOptions& options, SparseAllreduceResult* result) {
+  Transport& t = *options.transport;
+  const int n = t.size();
+  const int rank = t.rank();
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  const int extras = n - p;
+  std::vector<std::pair<std::string, double>>& phases = result->stats.phases;
+
+  auto start = Clock::now();
+  MergedSet<T> set(options.input.numRows, options.input.rowSize);
+  ZEN_RETURN_IF_ERROR(set.start(options.input));
+  phases.emplace_back("coalesce", secondsSince(start));
+
+  ByteVector out;
+  ByteVector in;
+  // One exchange step; the phase name records the form this rank sent ("recv": it only
+  // received, "idle": an extra rank waiting out a doubling step).
+  auto step = [&](const std::string& name, int to, int from, bool replace) -> Status {
+    start = Clock::now();
+    out.clear();
+    const char* form = from >= 0 ? "recv" : "idle";
+    if (to >= 0) {
+      set.encode(&out);
+      form = set.dense() ? "dense" : "sparse";
+    }
+    ZEN_RETURN_IF_ERROR(exchange(t, to, out, from, &in));
+    if (from >= 0) ZEN_RETURN_IF_ERROR(set.merge(in, from, replace));
+    phases.emplace_back(fmt::format("{} {}", name, form), secondsSince(start));
+    return Status::ok();
+  };
+
+  const bool extra = rank >= p;
+  if (extras > 0) {
+    ZEN_RETURN_IF_ERROR(
+        step("fold", extra ? rank - p : -1, !extra && rank < extras ? rank + p : -1, false));
+  }
+  for (int mask = 1, s = 1; mask < p; mask <<= 1, ++s) {
+    const int partner = extra ? -1 : rank ^ mask;
+    ZEN_RETURN_IF_ERROR(step(fmt::format("step {}", s), partner, partner, false));
+  }
+  if (extras > 0) {
+    ZEN_RETURN_IF_ERROR(
+        step("unfold", !extra && rank < extras ? rank + p : -1, extra ? rank - p : -1, true));
+  }
+
+  start = Clock::now();
+  result->sparse = emptyLike(options.input);
+  set.output(options.op == ReduceOp::kAverage ? n : 1, options.denseOutput, result);
+  result->stats.outputNnz = set.rows();
+  phases.emplace_back("output", secondsSince(start));
+  return Status::ok();
+}
+
+}  // namespace
+
+Status sparseAllreduceHc(const SparseAllreduceOptions& options, SparseAllreduceResult* result) {
+  // The dispatcher fills bytes, seconds and the scheme around this call.
+  return dispatchDataType(options.input.dtype,
+                          [&](auto tag) { return runHc<decltype(tag)>(options, result); });
+}
+
+}  // namespace zen::ops
