@@ -1,0 +1,164 @@
+// zen-bench's per-rank loop (see zen_bench_run.h). Inputs: integer-valued rows (exact sums
+// in every dtype, so every scheme's result must equal the dense scheme's bit for bit), a
+// shared pool for --overlap, uniform or Zipf-skewed indices.
+#include "tools/zen_bench_run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <unordered_set>
+
+#include "ops/sparse_rows.h"
+#include "test/common/sparse_inputs.h"
+
+namespace zen::bench {
+namespace {
+
+using ops::Clock;
+
+// Draws distinct rows into *out until it holds `count`, skipping `taken` (and adding to it).
+// Zipf's tail is thin: after many repeats the draws turn uniform so that count is reached.
+void drawDistinct(const BenchOptions& o,
+                  int64_t count,
+                  std::mt19937_64& rng,
+                  std::unordered_set<int64_t>* taken,
+                  std::vector<int64_t>* out) {
+  std::uniform_int_distribution<int64_t> uniform(0, o.rows - 1);
+  int64_t misses = 0;
+  const int64_t target = static_cast<int64_t>(out->size()) + count;
+  while (static_cast<int64_t>(out->size()) < target) {
+    const bool zipf = o.zipf && misses < 50 * count;
+    const int64_t idx = zipf ? testing::zipfDraw(o.rows, o.zipfS, rng) : uniform(rng);
+    if (taken->insert(idx).second) {
+      out->push_back(idx);
+    } else {
+      ++misses;
+    }
+  }
+}
+
+// This rank's input: round(density |G|) distinct rows, the first round(overlap nnz) of them
+// the same on every rank (a shared pool), the rest drawn with a per-rank seed.
+SparseTensor makeInput(const BenchOptions& o, double density, int rank) {
+  const auto nnz =
+      std::clamp<int64_t>(std::llround(density * static_cast<double>(o.rows)), 0, o.rows);
+  const auto shared =
+      std::clamp<int64_t>(std::llround(o.overlap * static_cast<double>(nnz)), 0, nnz);
+  std::unordered_set<int64_t> taken;
+  taken.reserve(static_cast<size_t>(nnz) * 2);
+  std::vector<int64_t> indices;
+  indices.reserve(static_cast<size_t>(nnz));
+  std::mt19937_64 poolRng(o.seed);
+  drawDistinct(o, shared, poolRng, &taken, &indices);
+  std::mt19937_64 rng(o.seed * 7919 + 1 + static_cast<uint64_t>(rank));
+  drawDistinct(o, nnz - shared, rng, &taken, &indices);
+  std::shuffle(indices.begin(), indices.end(), rng);
+  return testing::makeSparse(std::move(indices), o.rows, o.rowSize, o.dtype, rng);
+}
+
+// The result as dense bytes, whatever form it came in.
+std::vector<std::byte> denseOf(const ops::SparseAllreduceResult& r, bool denseOutput) {
+  if (denseOutput) return r.dense;
+  std::vector<std::byte> dense;
+  ops::scatterToDense(r.sparse, &dense);
+  return dense;
+}
+
+// Elements whose bits differ (the reference is the dense scheme's result).
+int64_t countWrong(const std::vector<std::byte>& got,
+                   const std::vector<std::byte>& want,
+                   size_t elementSize) {
+  if (got.size() != want.size()) return static_cast<int64_t>(want.size() / elementSize);
+  int64_t wrong = 0;
+  for (size_t i = 0; i < want.size(); i += elementSize) {
+    wrong += std::memcmp(got.data() + i, want.data() + i, elementSize) != 0 ? 1 : 0;
+  }
+  return wrong;
+}
+
+Status runScheme(ops::Transport& t,
+                 const BenchOptions& o,
+                 const SparseTensor& input,
+                 Scheme scheme,
+                 ops::SparseAllreduceWorkspace* workspace,
+                 ops::SparseAllreduceResult* last,
+                 Sample* sample) {
+  ops::SparseAllreduceOptions options;
+  options.transport = &t;
+  options.input = input.view();
+  options.op = o.op;
+  options.scheme = scheme;
+  options.denseOutput = o.denseOutput;
+  options.workspace = workspace;
+  auto call = [&]() -> Status {
+    Status s = ops::sparseAllreduce(options, last);
+    if (s.isOk()) return s;
+    return ZEN_ERROR(s.code(), "rank {}, scheme {}: {}", t.rank(), schemeName(scheme),
+                     s.toString());
+  };
+  for (int i = 0; i < o.warmup; ++i) ZEN_RETURN_IF_ERROR(call());
+  ZEN_RETURN_IF_ERROR(t.barrier());  // start the timed loop together
+  const auto start = Clock::now();
+  for (int i = 0; i < o.iters; ++i) {
+    ZEN_RETURN_IF_ERROR(call());
+    sample->bytesSent += static_cast<double>(last->stats.bytesSent);
+    sample->bytesReceived += static_cast<double>(last->stats.bytesReceived);
+    sample->imbalance += last->stats.imbalance;
+  }
+  sample->seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const double iters = std::max(1, o.iters);
+  sample->seconds /= iters;
+  sample->bytesSent /= iters;
+  sample->bytesReceived /= iters;
+  sample->imbalance /= iters;
+  sample->inputNnz = static_cast<double>(input.nnz());
+  sample->outputNnz = static_cast<double>(last->stats.outputNnz);
+  return Status::ok();
+}
+
+}  // namespace
+
+std::vector<Scheme> runOrder(const BenchOptions& options) {
+  std::vector<Scheme> order = {Scheme::kDense};
+  for (Scheme s : options.schemes) {
+    if (s != Scheme::kDense) order.push_back(s);
+  }
+  return order;
+}
+
+Status runRank(ops::Transport& t, const BenchOptions& o, std::vector<std::vector<Sample>>* all) {
+  ZEN_CHECK_ARG(o.iters >= 1, "--iters must be at least 1, got {}", o.iters);
+  const std::vector<Scheme> order = runOrder(o);
+  const size_t elementSize = dataTypeSize(o.dtype);
+  ops::SparseAllreduceWorkspace workspace;
+  std::vector<Sample> mine;
+  for (double density : o.densities) {
+    const SparseTensor input = makeInput(o, density, t.rank());
+    std::vector<std::byte> reference;
+    for (Scheme scheme : order) {
+      Sample sample;
+      ops::SparseAllreduceResult last;
+      ZEN_RETURN_IF_ERROR(runScheme(t, o, input, scheme, &workspace, &last, &sample));
+      std::vector<std::byte> dense = denseOf(last, o.denseOutput);
+      if (scheme == Scheme::kDense) {
+        reference = std::move(dense);
+      } else {
+        sample.wrong = static_cast<double>(countWrong(dense, reference, elementSize));
+      }
+      mine.push_back(sample);
+    }
+  }
+  std::vector<ops::ByteVector> gathered;
+  ZEN_RETURN_IF_ERROR(t.allgatherv(mine.data(), mine.size() * sizeof(Sample), &gathered));
+  all->assign(gathered.size(), std::vector<Sample>(mine.size()));
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    ZEN_CHECK_ARG(gathered[r].size() == mine.size() * sizeof(Sample),
+                  "rank {} reported {} bytes of samples, expected {}", r, gathered[r].size(),
+                  mine.size() * sizeof(Sample));
+    std::memcpy((*all)[r].data(), gathered[r].data(), gathered[r].size());
+  }
+  return Status::ok();
+}
+
+}  // namespace zen::bench

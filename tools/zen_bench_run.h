@@ -1,0 +1,62 @@
+#pragma once
+
+// zen-bench's measurement, independent of how the ranks were started: every rank builds its
+// input, runs each scheme (warm-up, then timed iterations), checks its result against the
+// dense scheme's, and the samples of all ranks are gathered over the transport itself so
+// that rank 0 can print the table (zen_bench_report.h).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/config.h"
+#include "core/dtype.h"
+#include "core/status.h"
+#include "ops/sparse_allreduce.h"
+#include "ops/transport.h"
+
+namespace zen::bench {
+
+struct BenchOptions {
+  std::vector<Scheme> schemes;  // in table order
+  std::string transport = "inprocess";
+  int ranks = 8;             // threads (in-process, TCP over loopback)
+  int64_t rows = 1'000'000;  // |G|
+  int64_t rowSize = 1;
+  std::vector<double> densities = {0.01};
+  double overlap = 0.0;  // fraction of each rank's rows taken from one shared pool
+  bool zipf = false;
+  double zipfS = 1.1;
+  DataType dtype = DataType::kFloat32;
+  ops::ReduceOp op = ops::ReduceOp::kSum;
+  bool denseOutput = true;
+  int iters = 20;
+  int warmup = 5;
+  uint64_t seed = 1;
+  double linkGbps = 0.0;  // > 0: add the modeled time (busiest rank's bytes / link)
+  double timeoutSeconds = 120.0;
+  std::string json;  // file for the JSON rows, empty: none
+};
+
+// One rank's measurement of one (density, scheme); means per iteration.
+struct Sample {
+  double seconds = 0;
+  double bytesSent = 0;
+  double bytesReceived = 0;
+  double imbalance = 0;
+  double inputNnz = 0;   // distinct rows of this rank's input
+  double outputNnz = 0;  // rows of the result (stats.outputNnz)
+  double wrong = 0;      // elements that differ from the dense scheme's result
+};
+
+// The schemes that run: the requested ones, with dense first even when not requested (it is
+// the reference for #wrong and speedup).
+std::vector<Scheme> runOrder(const BenchOptions& options);
+
+// Runs every density x runOrder() on this rank and gathers the samples of all ranks:
+// (*all)[rank][k], k over densities x runOrder() in that order. Every rank gets all of them.
+Status runRank(ops::Transport& transport,
+               const BenchOptions& options,
+               std::vector<std::vector<Sample>>* all);
+
+}  // namespace zen::bench
