@@ -19,7 +19,8 @@ namespace {
 
 namespace ref = ::zen::reference;
 
-constexpr Scheme kSchemes[] = {Scheme::kZen, Scheme::kAgSparse, Scheme::kDense};
+constexpr Scheme kSchemes[] = {Scheme::kZen, Scheme::kAgSparse, Scheme::kDense, Scheme::kHc,
+                               Scheme::kBlocks};
 
 std::vector<SparseParam> params(Backend backend, std::initializer_list<int> ranks, Coverage c) {
   std::vector<SparseParam> out;

@@ -15,7 +15,9 @@ INSTANTIATE_TEST_SUITE_P(
     SparseAllreduceTest,
     ::testing::Values(SparseParam{{Backend::kMpi, 0}, Scheme::kZen, Coverage::kSubset},
                       SparseParam{{Backend::kMpi, 0}, Scheme::kAgSparse, Coverage::kSubset},
-                      SparseParam{{Backend::kMpi, 0}, Scheme::kDense, Coverage::kSubset}),
+                      SparseParam{{Backend::kMpi, 0}, Scheme::kDense, Coverage::kSubset},
+                      SparseParam{{Backend::kMpi, 0}, Scheme::kHc, Coverage::kSubset},
+                      SparseParam{{Backend::kMpi, 0}, Scheme::kBlocks, Coverage::kSubset}),
     sparseParamName);
 
 }  // namespace
