@@ -2,6 +2,8 @@
 // no table, so the kernel reads 8 bytes and writes 8 bytes per index.
 #include "cuda/index_map_kernels.h"
 
+#include "cuda/cuda_check.h"
+
 namespace zen::cuda {
 namespace {
 
@@ -40,11 +42,7 @@ Status launchPlaceIndices(const IndexMap& map,
   const int blocks = static_cast<int>(blocks64 < 65535 * 8 ? blocks64 : 65535 * 8);
   placeIndicesKernel<<<blocks, kThreads, 0, stream>>>(map, indices, count, owners, positions,
                                                       badIndex);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    return ZEN_ERROR(StatusCode::kInternal, "placeIndicesKernel launch failed: {}",
-                     cudaGetErrorString(err));
-  }
+  ZEN_CHECK_LAUNCH("placeIndicesKernel");
   return Status::ok();
 }
 

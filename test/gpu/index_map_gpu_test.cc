@@ -8,15 +8,13 @@
 #include <vector>
 
 #include "cuda/index_map_kernels.h"
+#include "test/gpu/gpu_test_util.h"
 
 namespace zen::cuda {
 namespace {
 
-#define ASSERT_CUDA(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(expr)
-
 TEST(IndexMapGpu, PlacementMatchesTheCpu) {
-  std::random_device seedSource;
-  std::mt19937_64 rng(seedSource());
+  std::mt19937_64 rng(testing::testSeed());
   const int64_t rows = 214'000'000;
   const int64_t count = 1 << 22;
   const IndexMap map(rows, 16, rng());
