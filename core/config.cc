@@ -158,7 +158,20 @@ Status parseMpiPlacement(const std::map<std::string, std::string>& env, Config* 
     ZEN_CHECK_ARG(r < n, "{}={} is not below {}={}", rankName, r, sizeName, n);
     config->mpiRank = static_cast<int>(r);
     config->mpiSize = static_cast<int>(n);
-    return Status::ok();
+    break;
+  }
+  const char* local[][2] = {{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+                            {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"}};
+  for (const auto& [rankName, sizeName] : local) {
+    auto rank = env.find(rankName);
+    auto size = env.find(sizeName);
+    if (rank == env.end() || size == env.end()) continue;
+    ZEN_ASSIGN_OR_RETURN(int64_t r, parseInt(rankName, rank->second, 0, 1 << 30));
+    ZEN_ASSIGN_OR_RETURN(int64_t n, parseInt(sizeName, size->second, 1, 1 << 30));
+    ZEN_CHECK_ARG(r < n, "{}={} is not below {}={}", rankName, r, sizeName, n);
+    config->mpiLocalRank = static_cast<int>(r);
+    config->mpiLocalSize = static_cast<int>(n);
+    break;
   }
   return Status::ok();
 }

@@ -23,6 +23,9 @@ struct Config {
   // The MPI launcher's placement (OMPI_COMM_WORLD_RANK/SIZE, else PMI_RANK/PMI_SIZE): present
   // under mpirun, where no ZEN_RANK is needed. Read here so that nothing else calls getenv.
   std::optional<int> mpiRank, mpiSize;
+  // Its placement on this host (OMPI_COMM_WORLD_LOCAL_RANK/SIZE, MPI_LOCALRANKID/MPI_LOCALNRANKS):
+  // local_rank() under a plain mpirun.
+  std::optional<int> mpiLocalRank, mpiLocalSize;
 
   // Runtime knobs, defaults as Horovod's where they overlap.
   int64_t fusionThresholdBytes = int64_t{128} << 20;

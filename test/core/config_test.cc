@@ -90,6 +90,25 @@ TEST(Config, MpiPlacementComesFromTheLauncher) {
   EXPECT_NE(c.status().message().find("OMPI_COMM_WORLD_RANK=4"), std::string::npos);
 }
 
+TEST(Config, MpiLocalPlacementComesFromTheLauncher) {
+  auto c = Config::parse({{"OMPI_COMM_WORLD_RANK", "3"},
+                          {"OMPI_COMM_WORLD_SIZE", "4"},
+                          {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                          {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  ASSERT_TRUE(c.isOk()) << c.status().toString();
+  EXPECT_EQ(c.value().mpiLocalRank, 1);
+  EXPECT_EQ(c.value().mpiLocalSize, 2);
+  c = Config::parse({{"PMI_RANK", "1"}, {"PMI_SIZE", "3"}});
+  ASSERT_TRUE(c.isOk());
+  EXPECT_FALSE(c.value().mpiLocalRank.has_value());
+  c = Config::parse({{"MPI_LOCALRANKID", "0"}, {"MPI_LOCALNRANKS", "3"}});
+  ASSERT_TRUE(c.isOk());
+  EXPECT_EQ(c.value().mpiLocalSize, 3);
+  c = Config::parse({{"OMPI_COMM_WORLD_LOCAL_RANK", "2"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
+  ASSERT_FALSE(c.isOk());
+  EXPECT_NE(c.status().message().find("OMPI_COMM_WORLD_LOCAL_RANK=2"), std::string::npos);
+}
+
 TEST(Config, RankMustBeBelowSize) {
   const auto c = Config::parse({{"ZEN_RANK", "4"}, {"ZEN_SIZE", "4"}});
   ASSERT_FALSE(c.isOk());

@@ -1,0 +1,257 @@
+// The state behind the C API: one runtime and the handle table (bindings/api.h).
+#include "bindings/api.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "bindings/runtime_factory.h"
+
+namespace zen::bindings {
+namespace {
+
+Status notInitialized() {
+  return ZEN_ERROR(StatusCode::kFailedPrecondition,
+                   "zen is not initialized: call zen_init() (hvd.init()) first");
+}
+
+}  // namespace
+
+Placement placementFor(const Config& config, int rank, int size, std::string backend) {
+  Placement p;
+  p.rank = rank;
+  p.size = size;
+  p.backend = std::move(backend);
+  // Nothing said: every rank on one host.
+  p.localRank = config.localRank.value_or(config.mpiLocalRank.value_or(rank));
+  p.localSize = config.localSize.value_or(config.mpiLocalSize.value_or(size));
+  p.localSize = std::max(p.localSize, 1);
+  // Without zenrun's cross placement: hosts filled in rank order (-map-by slot).
+  p.crossRank = config.crossRank.value_or(rank / p.localSize);
+  p.crossSize = config.crossSize.value_or((size + p.localSize - 1) / p.localSize);
+  return p;
+}
+
+Api::~Api() {
+  (void)shutdown();
+}
+
+Status Api::init() {
+  if (initialized()) return Status::ok();
+  ZEN_ASSIGN_OR_RETURN(Config config, Config::fromEnvironment());
+  const Backend backend = backendFor(config);
+  return init(
+      std::move(config), [](const Config& c) { return createRuntime(c); }, backendName(backend));
+}
+
+Status Api::init(Config config, const Factory& factory, std::string backend) {
+  std::lock_guard<std::mutex> lifecycle(lifecycleMu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (runtime_) return Status::ok();
+    if (mpiFinalized_) {
+      return ZEN_ERROR(StatusCode::kFailedPrecondition,
+                       "zen ran over MPI in this process and shut down; MPI cannot be "
+                       "initialized a second time");
+    }
+  }
+  // start_timeline / stop_timeline work at run time unless ZEN_TIMELINE names a file.
+  if (config.timeline.empty()) config.timeline = "DYNAMIC";
+  ZEN_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, factory(config));
+  std::lock_guard<std::mutex> lock(mu_);
+  placement_ = placementFor(config, rt->rank(), rt->size(), std::move(backend));
+  config_ = std::move(config);
+  runtime_ = std::move(rt);
+  return Status::ok();
+}
+
+Status Api::shutdown() {
+  std::lock_guard<std::mutex> lifecycle(lifecycleMu_);
+  std::shared_ptr<Runtime> rt;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rt.swap(runtime_);
+    if (rt && placement_.backend == backendName(Backend::kMpi)) mpiFinalized_ = true;
+  }
+  if (!rt) return Status::ok();
+  // Outside mu_: failing the pending handles runs their completions, which read records.
+  const Status status = rt->shutdown();
+  rt.reset();
+  return status;
+}
+
+bool Api::initialized() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return runtime_ != nullptr;
+}
+
+Result<Placement> Api::placement() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!runtime_) return notInitialized();
+  return placement_;
+}
+
+std::shared_ptr<Runtime> Api::runtime() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return runtime_;
+}
+
+Result<std::vector<int64_t>> Api::enqueue(std::vector<TensorOp> ops, std::vector<Completion> done) {
+  ZEN_CHECK_ARG(done.empty() || done.size() == ops.size(), "{} completions for {} operations",
+                done.size(), ops.size());
+  ZEN_CHECK_ARG(!ops.empty(), "nothing to enqueue");
+  std::shared_ptr<Runtime> rt = runtime();
+  if (!rt) return notInitialized();
+
+  std::vector<int64_t> ids;
+  std::vector<std::shared_ptr<Record>> records;
+  {
+    // Listed before the enqueue: a completion may run (and read its outputs) before
+    // enqueue returns.
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < ops.size(); ++i) {
+      ids.push_back(nextId_++);
+      records.push_back(std::make_shared<Record>());
+      records_.emplace(ids.back(), records.back());
+    }
+  }
+  for (size_t i = 0; i < ops.size(); ++i) {
+    std::weak_ptr<Record> weak = records[i];
+    Completion completion = done.empty() ? Completion() : std::move(done[i]);
+    ops[i].callback = [weak, id = ids[i], completion = std::move(completion)](const Status& status,
+                                                                              OpResult& result) {
+      if (auto record = weak.lock()) {
+        record->result = std::move(result);
+        record->ready = true;
+      }
+      if (completion) completion(id, status);
+    };
+  }
+  Result<std::vector<Handle>> handles = rt->enqueueGroup(std::move(ops));
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (handles.isOk()) {
+      records[i]->handle = handles.value()[i];
+    } else {
+      records_.erase(ids[i]);
+    }
+  }
+  if (!handles.isOk()) return handles.status();
+  return ids;
+}
+
+Result<int64_t> Api::enqueue(TensorOp op, Completion done) {
+  std::vector<TensorOp> ops;
+  ops.push_back(std::move(op));
+  std::vector<Completion> completions;
+  if (done) completions.push_back(std::move(done));
+  ZEN_ASSIGN_OR_RETURN(std::vector<int64_t> ids, enqueue(std::move(ops), std::move(completions)));
+  return ids.front();
+}
+
+Result<std::shared_ptr<Api::Record>> Api::find(int64_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(id);
+  if (it == records_.end()) {
+    return ZEN_ERROR(StatusCode::kInvalidArgument,
+                     "unknown handle {}: never issued, or already released", id);
+  }
+  return it->second;
+}
+
+// The handle itself is written under mu_ once the enqueue returns; until then (only a
+// completion can see the id) the operation counts as pending.
+Result<bool> Api::poll(int64_t id) const {
+  ZEN_ASSIGN_OR_RETURN(std::shared_ptr<Record> record, find(id));
+  Handle handle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    handle = record->handle;
+  }
+  return handle.valid() && handle.poll();
+}
+
+Status Api::wait(int64_t id, double timeoutSeconds, bool* finished) const {
+  *finished = false;
+  ZEN_ASSIGN_OR_RETURN(std::shared_ptr<Record> record, find(id));
+  Handle handle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    handle = record->handle;
+  }
+  if (!handle.valid()) return Status::ok();
+  const auto until = std::chrono::steady_clock::now() +
+                     std::chrono::duration<double>(std::max(timeoutSeconds, 0.0));
+  for (;;) {
+    double slice = 3600.0;
+    if (timeoutSeconds >= 0) {
+      slice = std::chrono::duration<double>(until - std::chrono::steady_clock::now()).count();
+      slice = std::max(slice, 0.0);
+    }
+    Status status = handle.wait(slice);
+    if (handle.poll()) {
+      *finished = true;
+      return status;
+    }
+    if (timeoutSeconds >= 0 && std::chrono::steady_clock::now() >= until) return Status::ok();
+  }
+}
+
+Result<const OpResult*> Api::result(int64_t id) const {
+  ZEN_ASSIGN_OR_RETURN(std::shared_ptr<Record> record, find(id));
+  if (!record->ready.load()) {
+    return ZEN_ERROR(StatusCode::kFailedPrecondition,
+                     "operation {} has not finished: wait for it (zen_wait, synchronize) first",
+                     id);
+  }
+  return &record->result;
+}
+
+Status Api::release(int64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ZEN_CHECK_ARG(records_.erase(id) == 1, "unknown handle {}: never issued, or already released",
+                id);
+  return Status::ok();
+}
+
+size_t Api::handleCount() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return records_.size();
+}
+
+Result<RuntimeStats> Api::stats() const {
+  std::shared_ptr<Runtime> rt = runtime();
+  if (!rt) return notInitialized();
+  return rt->stats();
+}
+
+Status Api::startTimeline(const std::string& path, bool markCycles) {
+  std::shared_ptr<Runtime> rt = runtime();
+  if (!rt) return notInitialized();
+  ZEN_CHECK_ARG(!path.empty(), "start_timeline needs a file path");
+  return rt->startTimeline(path, markCycles);
+}
+
+Status Api::stopTimeline() {
+  std::shared_ptr<Runtime> rt = runtime();
+  if (!rt) return notInitialized();
+  return rt->stopTimeline();
+}
+
+const char* Api::lastError() const {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  // std::map nodes stay put and only this thread writes its own string, so the pointer stays
+  // valid until this thread's next failing call.
+  return lastError_[std::this_thread::get_id()].c_str();
+}
+
+void Api::setLastError(const std::string& message) const {
+  std::lock_guard<std::mutex> lock(errorMu_);
+  lastError_[std::this_thread::get_id()] = message;
+}
+
+Api& processApi() {
+  static Api api;
+  return api;
+}
+
+}  // namespace zen::bindings

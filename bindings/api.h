@@ -1,0 +1,120 @@
+#pragma once
+
+// The state behind the C API (bindings/c_api.h) and the framework bindings: one Runtime and
+// the table of operations handed out as integer handles. An Api is an ordinary object (tests
+// run several, one per in-process rank); the C API uses exactly one of them, processApi(),
+// which is the only process-wide state Zen has.
+//
+// Handles: enqueue gives each operation a positive id, never reused within the process. The
+// id stays valid, with its status and outputs (the sparse result, the gathered tensor, the
+// last joined rank), until release(). The runtime's callback moves the outputs into the
+// record and then calls the caller's completion, so a completion may read them (on the
+// background thread, quickly).
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/config.h"
+#include "core/runtime.h"
+
+namespace zen::bindings {
+
+// Where this process sits in the job.
+struct Placement {
+  int rank = 0;
+  int size = 1;
+  int localRank = 0;
+  int localSize = 1;
+  int crossRank = 0;
+  int crossSize = 1;
+  std::string backend;  // "tcp", "mpi", "in-process"
+};
+
+// Called on the background thread when an operation ends (after its outputs are readable).
+using Completion = std::function<void(int64_t id, const Status& status)>;
+
+class Api {
+ public:
+  using Factory = std::function<Result<std::unique_ptr<Runtime>>(const Config&)>;
+
+  Api() = default;
+  // Shuts the runtime down if it still runs.
+  ~Api();
+  Api(const Api&) = delete;
+  Api& operator=(const Api&) = delete;
+
+  // Config from the environment, the runtime from bindings::createRuntime (TCP under zenrun,
+  // MPI under mpirun, else a single rank). Returns OK at once when already initialized.
+  Status init();
+  // The same with a given config and factory (tests: in-process ranks, ephemeral ports).
+  // backend names the transport for placement().
+  Status init(Config config, const Factory& factory, std::string backend);
+  // Stops this rank's runtime (every rank stops with it) and drops it; handles stay
+  // readable. After an MPI runtime, init() is refused: MPI cannot start twice.
+  Status shutdown();
+  bool initialized() const;
+  Result<Placement> placement() const;
+
+  // All or none, as Runtime::enqueueGroup; done (may be empty) per operation.
+  Result<std::vector<int64_t>> enqueue(std::vector<TensorOp> ops, std::vector<Completion> done);
+  Result<int64_t> enqueue(TensorOp op, Completion done = {});
+
+  // Whether the operation has ended.
+  Result<bool> poll(int64_t id) const;
+  // The operation's status once it ends within timeoutSeconds (< 0: no limit);
+  // *finished = false and OK while it is still pending.
+  Status wait(int64_t id, double timeoutSeconds, bool* finished) const;
+  // Its outputs, once ended or inside its completion; valid until release(id).
+  Result<const OpResult*> result(int64_t id) const;
+  // Forgets the handle. Releasing one still pending is allowed: its completion still runs,
+  // but the caller must keep the tensors it handed in alive until then.
+  Status release(int64_t id);
+  size_t handleCount() const;
+
+  Result<RuntimeStats> stats() const;
+  Status startTimeline(const std::string& path, bool markCycles);
+  Status stopTimeline();
+
+  // The message of the last failed call made on the calling thread (C API), "" if none.
+  const char* lastError() const;
+  void setLastError(const std::string& message) const;
+
+ private:
+  struct Record {
+    Handle handle;
+    OpResult result;
+    std::atomic<bool> ready{false};  // result moved in (the callback ran)
+  };
+
+  std::shared_ptr<Runtime> runtime() const;
+  Result<std::shared_ptr<Record>> find(int64_t id) const;
+
+  std::mutex lifecycleMu_;  // init and shutdown, one at a time
+  mutable std::mutex mu_;   // the fields below
+  std::shared_ptr<Runtime> runtime_;
+  Config config_;
+  Placement placement_;
+  bool mpiFinalized_ = false;
+  int64_t nextId_ = 1;
+  std::unordered_map<int64_t, std::shared_ptr<Record>> records_;
+
+  mutable std::mutex errorMu_;
+  mutable std::map<std::thread::id, std::string> lastError_;
+};
+
+// The process's Api, used by every C API call (created on first use, destroyed at exit).
+Api& processApi();
+
+// Placement from Config and the runtime's rank and size: ZEN_LOCAL_* (zenrun), the MPI
+// launcher's local placement, else one host.
+Placement placementFor(const Config& config, int rank, int size, std::string backend);
+
+}  // namespace zen::bindings

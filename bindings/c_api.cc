@@ -1,0 +1,462 @@
+// The C API over the process's Api (bindings/c_api.h).
+#include "bindings/c_api.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings/api.h"
+
+namespace zen::bindings {
+namespace {
+
+static_assert(static_cast<int>(StatusCode::kInvalidArgument) == ZEN_INVALID_ARGUMENT &&
+                  static_cast<int>(StatusCode::kOutOfRange) == ZEN_OUT_OF_RANGE &&
+                  static_cast<int>(StatusCode::kFailedPrecondition) == ZEN_FAILED_PRECONDITION &&
+                  static_cast<int>(StatusCode::kTimeout) == ZEN_TIMEOUT &&
+                  static_cast<int>(StatusCode::kIoError) == ZEN_IO_ERROR &&
+                  static_cast<int>(StatusCode::kAborted) == ZEN_ABORTED &&
+                  static_cast<int>(StatusCode::kInternal) == ZEN_INTERNAL &&
+                  static_cast<int>(StatusCode::kUnimplemented) == ZEN_UNIMPLEMENTED,
+              "zen_code_t mirrors zen::StatusCode");
+static_assert(static_cast<int>(DataType::kFloat32) == ZEN_FLOAT32 &&
+                  static_cast<int>(DataType::kFloat16) == ZEN_FLOAT16 &&
+                  static_cast<int>(DataType::kBFloat16) == ZEN_BFLOAT16 &&
+                  static_cast<int>(DataType::kFloat64) == ZEN_FLOAT64 &&
+                  static_cast<int>(DataType::kInt32) == ZEN_INT32 &&
+                  static_cast<int>(DataType::kInt64) == ZEN_INT64,
+              "zen_dtype_t mirrors zen::DataType");
+
+Api& api() {
+  return processApi();
+}
+
+int fail(int code, const std::string& message) {
+  api().setLastError(message);
+  return code;
+}
+
+int fail(const Status& status) {
+  return fail(static_cast<int>(status.code()), status.message());
+}
+
+int check(const Status& status) {
+  return status.isOk() ? ZEN_OK : fail(status);
+}
+
+// Not initialized is its own code; everything else the status says.
+int failCall(const Status& status) {
+  if (!api().initialized()) return fail(ZEN_NOT_INITIALIZED, status.message());
+  return fail(status);
+}
+
+int failUnknown(const Status& status) {
+  return fail(ZEN_UNKNOWN_HANDLE, status.message());
+}
+
+Result<DataType> dtypeOf(int32_t dtype) {
+  ZEN_CHECK_ARG(dtype >= ZEN_FLOAT32 && dtype <= ZEN_INT64,
+                "unknown dtype code {} (zen_dtype_t: 0..5)", dtype);
+  return static_cast<DataType>(dtype);
+}
+
+Result<ReduceOp> reduceOpOf(int32_t op) {
+  ZEN_CHECK_ARG(op == ZEN_SUM || op == ZEN_AVERAGE, "unknown reduce op {} (ZEN_SUM or ZEN_AVERAGE)",
+                op);
+  return op == ZEN_SUM ? ReduceOp::kSum : ReduceOp::kAverage;
+}
+
+Result<DenseView> denseOf(const zen_tensor_t* t, const char* what) {
+  ZEN_CHECK_ARG(t != nullptr, "no {} tensor", what);
+  ZEN_CHECK_ARG(t->ndims >= 0 && (t->ndims == 0 || t->shape != nullptr),
+                "{} tensor: {} dimensions and {} shape", what, t->ndims, t->shape ? "a" : "no");
+  DenseView v;
+  v.data = t->data;
+  ZEN_ASSIGN_OR_RETURN(v.dtype, dtypeOf(t->dtype));
+  v.shape = TensorShape(std::vector<int64_t>(t->shape, t->shape + t->ndims));
+  return v;
+}
+
+Result<std::string> nameOf(const char* name) {
+  ZEN_CHECK_ARG(name != nullptr && name[0] != '\0', "an operation needs a name");
+  return std::string(name);
+}
+
+Result<TensorOp> opOf(const zen_op_t& op) {
+  switch (op.kind) {
+    case ZEN_OP_ALLREDUCE: {
+      ZEN_ASSIGN_OR_RETURN(std::string name, nameOf(op.name));
+      ZEN_ASSIGN_OR_RETURN(DenseView in, denseOf(&op.input, "input"));
+      ZEN_ASSIGN_OR_RETURN(DenseView out, denseOf(&op.output, "output"));
+      ZEN_ASSIGN_OR_RETURN(ReduceOp reduce, reduceOpOf(op.reduce_op));
+      return TensorOp::allreduce(std::move(name), in, out, reduce);
+    }
+    case ZEN_OP_SPARSE_ALLREDUCE: {
+      ZEN_ASSIGN_OR_RETURN(std::string name, nameOf(op.name));
+      ZEN_ASSIGN_OR_RETURN(ReduceOp reduce, reduceOpOf(op.reduce_op));
+      SparseView s;
+      s.indices = op.sparse.indices;
+      s.values = op.sparse.values;
+      s.nnz = op.sparse.nnz;
+      s.numRows = op.sparse.num_rows;
+      s.rowSize = op.sparse.row_size;
+      ZEN_ASSIGN_OR_RETURN(s.dtype, dtypeOf(op.sparse.dtype));
+      DenseView out;
+      if (op.dense_output.data != nullptr) {
+        ZEN_ASSIGN_OR_RETURN(out, denseOf(&op.dense_output, "dense output"));
+      }
+      return TensorOp::sparseAllreduce(std::move(name), s, reduce, out);
+    }
+    case ZEN_OP_ALLGATHER: {
+      ZEN_ASSIGN_OR_RETURN(std::string name, nameOf(op.name));
+      ZEN_ASSIGN_OR_RETURN(DenseView in, denseOf(&op.input, "input"));
+      ZEN_CHECK_ARG(in.shape.rank() >= 1, "allgather '{}': a tensor of at least one dimension",
+                    name);
+      return TensorOp::allgather(std::move(name), in);
+    }
+    case ZEN_OP_BROADCAST: {
+      ZEN_ASSIGN_OR_RETURN(std::string name, nameOf(op.name));
+      ZEN_ASSIGN_OR_RETURN(DenseView t, denseOf(&op.input, "broadcast"));
+      return TensorOp::broadcast(std::move(name), t, op.root_rank);
+    }
+    case ZEN_OP_JOIN:
+      return TensorOp::join();
+    case ZEN_OP_BARRIER:
+      return TensorOp::barrier();
+    default:
+      return ZEN_ERROR(StatusCode::kInvalidArgument, "unknown operation kind {} (zen_op_kind_t)",
+                       op.kind);
+  }
+}
+
+Completion completionOf(zen_completion_t done) {
+  if (done.fn == nullptr) return {};
+  return [done](int64_t id, const Status& status) {
+    done.fn(id, static_cast<int32_t>(status.code()), status.message().c_str(), done.user_data);
+  };
+}
+
+int enqueueOps(const zen_op_t* ops, int32_t count, zen_handle_t* handles) {
+  if (handles == nullptr) return fail(ZEN_INVALID_ARGUMENT, "no place for the handles");
+  if (ops == nullptr || count <= 0) {
+    return fail(ZEN_INVALID_ARGUMENT, "zen_enqueue_group needs at least one operation");
+  }
+  std::vector<TensorOp> tensorOps;
+  std::vector<Completion> completions;
+  for (int32_t i = 0; i < count; ++i) {
+    Result<TensorOp> op = opOf(ops[i]);
+    if (!op.isOk()) return fail(op.status());
+    tensorOps.push_back(std::move(op).value());
+    completions.push_back(completionOf(ops[i].done));
+  }
+  Result<std::vector<int64_t>> ids = api().enqueue(std::move(tensorOps), std::move(completions));
+  if (!ids.isOk()) return failCall(ids.status());
+  for (int32_t i = 0; i < count; ++i) handles[i] = ids.value()[static_cast<size_t>(i)];
+  return ZEN_OK;
+}
+
+zen_op_t blankOp(int32_t kind, const char* name, zen_completion_t done) {
+  zen_op_t op;
+  std::memset(&op, 0, sizeof(op));
+  op.kind = kind;
+  op.name = name;
+  op.done = done;
+  return op;
+}
+
+int placementField(int Placement::*field) {
+  Result<Placement> p = api().placement();
+  if (!p.isOk()) {
+    fail(ZEN_NOT_INITIALIZED, p.status().message());
+    return -1;
+  }
+  return p.value().*field;
+}
+
+nlohmann::json statsJson(const RuntimeStats& s) {
+  nlohmann::json j;
+  j["cycles"] = s.cycles;
+  j["fast_path_cycles"] = s.fastPathCycles;
+  j["slow_path_cycles"] = s.slowPathCycles;
+  j["cache_hits"] = s.cacheHits;
+  j["buckets_executed"] = s.bucketsExecuted;
+  j["tensors_executed"] = s.tensorsExecuted;
+  j["completed"] = s.completed;
+  j["failed"] = s.failed;
+  j["bytes_sent"] = s.bytesSent;
+  j["bytes_received"] = s.bytesReceived;
+  j["phase_seconds"] = s.phaseSeconds;
+  j["buckets_by_scheme"] = s.bucketsByScheme;
+  j["max_imbalance"] = s.maxImbalance;
+  j["stall_warnings"] = s.stallWarnings;
+  j["last_stall_warning"] = s.lastStallWarning;
+  nlohmann::json tensors = nlohmann::json::object();
+  for (const auto& [name, t] : s.tensors) {
+    nlohmann::json e;
+    e["completed"] = t.completed;
+    e["failed"] = t.failed;
+    e["cache_hits"] = t.cacheHits;
+    e["bytes_sent"] = t.bytesSent;
+    e["bytes_received"] = t.bytesReceived;
+    e["phase_seconds"] = t.phaseSeconds;
+    e["last_scheme"] = t.lastScheme;
+    e["last_imbalance"] = t.lastImbalance;
+    e["last_nnz"] = t.lastNnz;
+    e["last_bucket"] = t.lastBucket;
+    e["last_bucket_size"] = t.lastBucketSize;
+    tensors[name] = std::move(e);
+  }
+  j["tensors"] = std::move(tensors);
+  return j;
+}
+
+}  // namespace
+}  // namespace zen::bindings
+
+using zen::bindings::api;
+using zen::bindings::check;
+using zen::bindings::fail;
+using zen::bindings::Placement;
+
+extern "C" {
+
+int zen_init(void) {
+  return check(api().init());
+}
+
+int zen_shutdown(void) {
+  return check(api().shutdown());
+}
+
+int zen_is_initialized(void) {
+  return api().initialized() ? 1 : 0;
+}
+
+int zen_rank(void) {
+  return zen::bindings::placementField(&Placement::rank);
+}
+int zen_size(void) {
+  return zen::bindings::placementField(&Placement::size);
+}
+int zen_local_rank(void) {
+  return zen::bindings::placementField(&Placement::localRank);
+}
+int zen_local_size(void) {
+  return zen::bindings::placementField(&Placement::localSize);
+}
+int zen_cross_rank(void) {
+  return zen::bindings::placementField(&Placement::crossRank);
+}
+int zen_cross_size(void) {
+  return zen::bindings::placementField(&Placement::crossSize);
+}
+
+const char* zen_backend(void) {
+  auto p = api().placement();
+  if (!p.isOk()) return "";
+  static const char* const kNames[] = {"tcp", "mpi", "in-process"};
+  for (const char* name : kNames) {
+    if (p.value().backend == name) return name;
+  }
+  return "unknown";
+}
+
+const char* zen_version(void) {
+  return ZEN_VERSION_STRING;
+}
+
+const char* zen_last_error(void) {
+  return api().lastError();
+}
+
+int zen_enqueue_allreduce(const char* name,
+                          const zen_tensor_t* input,
+                          const zen_tensor_t* output,
+                          int32_t reduce_op,
+                          zen_completion_t done,
+                          zen_handle_t* handle) {
+  if (input == nullptr || output == nullptr) {
+    return fail(ZEN_INVALID_ARGUMENT, "allreduce needs an input and an output tensor");
+  }
+  zen_op_t op = zen::bindings::blankOp(ZEN_OP_ALLREDUCE, name, done);
+  op.input = *input;
+  op.output = *output;
+  op.reduce_op = reduce_op;
+  return zen::bindings::enqueueOps(&op, 1, handle);
+}
+
+int zen_enqueue_sparse_allreduce(const char* name,
+                                 const zen_sparse_tensor_t* input,
+                                 int32_t reduce_op,
+                                 const zen_tensor_t* dense_output,
+                                 zen_completion_t done,
+                                 zen_handle_t* handle) {
+  if (input == nullptr) return fail(ZEN_INVALID_ARGUMENT, "sparse allreduce needs an input");
+  zen_op_t op = zen::bindings::blankOp(ZEN_OP_SPARSE_ALLREDUCE, name, done);
+  op.sparse = *input;
+  if (dense_output != nullptr) {
+    if (dense_output->data == nullptr) {
+      return fail(ZEN_INVALID_ARGUMENT, "the dense output of sparse allreduce has no data");
+    }
+    op.dense_output = *dense_output;
+  }
+  op.reduce_op = reduce_op;
+  return zen::bindings::enqueueOps(&op, 1, handle);
+}
+
+int zen_enqueue_allgather(const char* name,
+                          const zen_tensor_t* input,
+                          zen_completion_t done,
+                          zen_handle_t* handle) {
+  if (input == nullptr) return fail(ZEN_INVALID_ARGUMENT, "allgather needs an input tensor");
+  zen_op_t op = zen::bindings::blankOp(ZEN_OP_ALLGATHER, name, done);
+  op.input = *input;
+  return zen::bindings::enqueueOps(&op, 1, handle);
+}
+
+int zen_enqueue_broadcast(const char* name,
+                          const zen_tensor_t* tensor,
+                          int32_t root_rank,
+                          zen_completion_t done,
+                          zen_handle_t* handle) {
+  if (tensor == nullptr) return fail(ZEN_INVALID_ARGUMENT, "broadcast needs a tensor");
+  zen_op_t op = zen::bindings::blankOp(ZEN_OP_BROADCAST, name, done);
+  op.input = *tensor;
+  op.root_rank = root_rank;
+  return zen::bindings::enqueueOps(&op, 1, handle);
+}
+
+int zen_enqueue_join(zen_completion_t done, zen_handle_t* handle) {
+  zen_op_t op = zen::bindings::blankOp(ZEN_OP_JOIN, nullptr, done);
+  return zen::bindings::enqueueOps(&op, 1, handle);
+}
+
+int zen_enqueue_barrier(zen_completion_t done, zen_handle_t* handle) {
+  zen_op_t op = zen::bindings::blankOp(ZEN_OP_BARRIER, nullptr, done);
+  return zen::bindings::enqueueOps(&op, 1, handle);
+}
+
+int zen_enqueue_group(const zen_op_t* ops, int32_t count, zen_handle_t* handles) {
+  return zen::bindings::enqueueOps(ops, count, handles);
+}
+
+int zen_poll(zen_handle_t handle, int* done) {
+  if (done == nullptr) return fail(ZEN_INVALID_ARGUMENT, "zen_poll needs a place for the answer");
+  auto r = api().poll(handle);
+  if (!r.isOk()) return zen::bindings::failUnknown(r.status());
+  *done = r.value() ? 1 : 0;
+  return ZEN_OK;
+}
+
+int zen_wait(zen_handle_t handle, double timeout_seconds) {
+  bool finished = false;
+  const zen::Status status = api().wait(handle, timeout_seconds, &finished);
+  if (!finished) {
+    if (!status.isOk()) return zen::bindings::failUnknown(status);
+    return fail(ZEN_PENDING, "operation " + std::to_string(handle) + " still pending after " +
+                                 std::to_string(timeout_seconds) + " s");
+  }
+  return check(status);
+}
+
+int zen_release(zen_handle_t handle) {
+  const zen::Status status = api().release(handle);
+  return status.isOk() ? ZEN_OK : zen::bindings::failUnknown(status);
+}
+
+int zen_sparse_result(zen_handle_t handle, zen_sparse_result_t* result) {
+  if (result == nullptr) return fail(ZEN_INVALID_ARGUMENT, "no place for the sparse result");
+  auto r = api().result(handle);
+  if (!r.isOk()) {
+    return r.status().code() == zen::StatusCode::kInvalidArgument
+               ? zen::bindings::failUnknown(r.status())
+               : fail(r.status());
+  }
+  const zen::SparseTensor& s = r.value()->sparse;
+  result->indices = s.indices.data();
+  result->values = s.values.data();
+  result->nnz = s.nnz();
+  result->num_rows = s.numRows;
+  result->row_size = s.rowSize;
+  result->dtype = static_cast<int32_t>(s.dtype);
+  return ZEN_OK;
+}
+
+int zen_allgather_result(zen_handle_t handle, zen_gathered_t* result) {
+  if (result == nullptr) return fail(ZEN_INVALID_ARGUMENT, "no place for the gathered tensor");
+  auto r = api().result(handle);
+  if (!r.isOk()) {
+    return r.status().code() == zen::StatusCode::kInvalidArgument
+               ? zen::bindings::failUnknown(r.status())
+               : fail(r.status());
+  }
+  const zen::OpResult& o = *r.value();
+  result->data = o.gathered.data();
+  result->bytes = o.gathered.size();
+  result->ndims = o.gatheredShape.rank();
+  result->shape = o.gatheredShape.dims().data();
+  return ZEN_OK;
+}
+
+int zen_join_result(zen_handle_t handle, int32_t* last_joined_rank) {
+  if (last_joined_rank == nullptr) return fail(ZEN_INVALID_ARGUMENT, "no place for the rank");
+  auto r = api().result(handle);
+  if (!r.isOk()) {
+    return r.status().code() == zen::StatusCode::kInvalidArgument
+               ? zen::bindings::failUnknown(r.status())
+               : fail(r.status());
+  }
+  *last_joined_rank = r.value()->lastJoinedRank;
+  return ZEN_OK;
+}
+
+int zen_stats(zen_stats_t* stats) {
+  if (stats == nullptr) return fail(ZEN_INVALID_ARGUMENT, "no place for the stats");
+  auto r = api().stats();
+  if (!r.isOk()) return zen::bindings::failCall(r.status());
+  const zen::RuntimeStats& s = r.value();
+  stats->cycles = s.cycles;
+  stats->fast_path_cycles = s.fastPathCycles;
+  stats->slow_path_cycles = s.slowPathCycles;
+  stats->cache_hits = s.cacheHits;
+  stats->buckets_executed = s.bucketsExecuted;
+  stats->tensors_executed = s.tensorsExecuted;
+  stats->completed = s.completed;
+  stats->failed = s.failed;
+  stats->bytes_sent = s.bytesSent;
+  stats->bytes_received = s.bytesReceived;
+  stats->stall_warnings = s.stallWarnings;
+  stats->max_imbalance = s.maxImbalance;
+  return ZEN_OK;
+}
+
+int zen_stats_json(char** json) {
+  if (json == nullptr) return fail(ZEN_INVALID_ARGUMENT, "no place for the stats");
+  auto r = api().stats();
+  if (!r.isOk()) return zen::bindings::failCall(r.status());
+  const std::string text = zen::bindings::statsJson(r.value()).dump();
+  char* out = static_cast<char*>(std::malloc(text.size() + 1));
+  if (out == nullptr) return fail(ZEN_INTERNAL, "out of memory for the stats");
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  *json = out;
+  return ZEN_OK;
+}
+
+void zen_free(void* pointer) {
+  std::free(pointer);
+}
+
+int zen_start_timeline(const char* path, int mark_cycles) {
+  const zen::Status status = api().startTimeline(path ? path : "", mark_cycles != 0);
+  return status.isOk() ? ZEN_OK : zen::bindings::failCall(status);
+}
+
+int zen_stop_timeline(void) {
+  const zen::Status status = api().stopTimeline();
+  return status.isOk() ? ZEN_OK : zen::bindings::failCall(status);
+}
+
+}  // extern "C"

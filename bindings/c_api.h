@@ -1,0 +1,258 @@
+#pragma once
+
+/* Zen's C API: what framework bindings (zen.torch, zen.tensorflow) and C programs call. It is
+ * a thin layer over one process-wide zen::bindings::Api (bindings/api.h) that holds the
+ * runtime (the daemon of this rank) and the table of handles; that object is the only state
+ * the library keeps for the process. Link with libzen.so (target zen_shared).
+ *
+ * Usage:
+ *   zen_init();                                        // ZEN_* / zenrun / mpirun environment
+ *   zen_tensor_t t = {data, ZEN_FLOAT32, 2, shape};
+ *   zen_handle_t h;
+ *   if (zen_enqueue_allreduce("fc.weight", &t, &t, ZEN_AVERAGE, ZEN_NO_COMPLETION, &h))
+ *     fprintf(stderr, "%s\n", zen_last_error());
+ *   zen_wait(h, -1);                                   // or zen_poll, or a completion
+ *   zen_release(h);
+ *   zen_shutdown();
+ *
+ * Errors: every call that can fail returns a zen_code_t (0 = ZEN_OK); zen_last_error() then
+ * holds the message (per thread). Operations themselves fail through zen_wait's return value
+ * (the daemon's status: mismatched dtypes or shapes between ranks, a failed peer, shutdown).
+ *
+ * Memory: enqueue never copies tensors: the caller keeps every buffer it passes (inputs,
+ * outputs, indices, values, shapes may be freed after the call) alive and unchanged until
+ * the operation completes. Outputs whose size only the collective knows (sparse result,
+ * gathered tensor) are owned by the handle and readable until zen_release.
+ *
+ * Threads: any thread may call any function. Completions run on the background thread,
+ * after the outputs are readable, possibly before the enqueue call returns; they must be
+ * quick and must not wait on handles. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define ZEN_C_EXPORT __attribute__((visibility("default")))
+#else
+#define ZEN_C_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZEN_C_API_VERSION 1
+
+/* Codes 1..8 are the daemon's status codes (zen::StatusCode). */
+typedef enum zen_code {
+  ZEN_OK = 0,
+  ZEN_INVALID_ARGUMENT = 1, /* bad input: dtype, shape, name in flight, index out of range */
+  ZEN_OUT_OF_RANGE = 2,
+  ZEN_FAILED_PRECONDITION = 3,
+  ZEN_TIMEOUT = 4,  /* a peer did not answer within ZEN_TIMEOUT */
+  ZEN_IO_ERROR = 5, /* a transport or peer failed */
+  ZEN_ABORTED = 6,  /* the job shut down while the operation was pending */
+  ZEN_INTERNAL = 7,
+  ZEN_UNIMPLEMENTED = 8,
+  ZEN_NOT_INITIALIZED = 16, /* zen_init has not run, or zen_shutdown has */
+  ZEN_UNKNOWN_HANDLE = 17,  /* never issued, or released */
+  ZEN_PENDING = 18          /* zen_wait: still running when the timeout ran out */
+} zen_code_t;
+
+typedef enum zen_dtype {
+  ZEN_FLOAT32 = 0,
+  ZEN_FLOAT16 = 1,
+  ZEN_BFLOAT16 = 2,
+  ZEN_FLOAT64 = 3,
+  ZEN_INT32 = 4,
+  ZEN_INT64 = 5
+} zen_dtype_t;
+
+typedef enum zen_reduce_op { ZEN_SUM = 0, ZEN_AVERAGE = 1 } zen_reduce_op_t;
+
+typedef enum zen_op_kind {
+  ZEN_OP_SPARSE_ALLREDUCE = 0,
+  ZEN_OP_ALLREDUCE = 1,
+  ZEN_OP_ALLGATHER = 2,
+  ZEN_OP_BROADCAST = 3,
+  ZEN_OP_JOIN = 4,
+  ZEN_OP_BARRIER = 5
+} zen_op_kind_t;
+
+/* > 0; unique within the process; valid until zen_release. */
+typedef int64_t zen_handle_t;
+
+/* A dense tensor in host memory, C order. */
+typedef struct zen_tensor {
+  void* data;
+  int32_t dtype; /* zen_dtype_t */
+  int32_t ndims;
+  const int64_t* shape; /* ndims entries; copied by enqueue */
+} zen_tensor_t;
+
+/* A row-sparse COO tensor: nnz row indices into [0, num_rows), which may repeat (repeated
+ * rows are summed), and their rows, values[nnz x row_size]. */
+typedef struct zen_sparse_tensor {
+  const int64_t* indices;
+  const void* values;
+  int64_t nnz;
+  int64_t num_rows;
+  int64_t row_size;
+  int32_t dtype; /* zen_dtype_t */
+} zen_sparse_tensor_t;
+
+/* Runs on the background thread when the operation ends; message is "" on success and valid
+ * only during the call. */
+typedef void (*zen_callback_fn)(zen_handle_t handle,
+                                int32_t code,
+                                const char* message,
+                                void* user_data);
+typedef struct zen_completion {
+  zen_callback_fn fn; /* NULL: none */
+  void* user_data;
+} zen_completion_t;
+#ifdef __cplusplus
+#define ZEN_NO_COMPLETION (zen_completion_t{nullptr, nullptr})
+#else
+#define ZEN_NO_COMPLETION ((zen_completion_t){NULL, NULL})
+#endif
+
+/* ---- lifecycle and placement ---- */
+
+/* Builds this rank's runtime from the environment: ZEN_RANK/ZEN_SIZE/ZEN_CONTROLLER_ADDR
+ * (zenrun, TCP), else mpirun's placement (MPI), else a job of one. Blocks until every rank
+ * has connected (at most ZEN_TIMEOUT). Idempotent. */
+ZEN_C_EXPORT int zen_init(void);
+/* Stops the job on every rank (the others' pending operations fail with "shut down by rank
+ * N at user request") and drops the runtime; handles stay readable. ZEN_OK when not
+ * initialized; otherwise the cause the job stopped with when it was not this call. Under MPI
+ * the process cannot zen_init again. */
+ZEN_C_EXPORT int zen_shutdown(void);
+ZEN_C_EXPORT int zen_is_initialized(void);
+/* -1 (and ZEN_NOT_INITIALIZED in zen_last_error) before zen_init. */
+ZEN_C_EXPORT int zen_rank(void);
+ZEN_C_EXPORT int zen_size(void);
+ZEN_C_EXPORT int zen_local_rank(void);
+ZEN_C_EXPORT int zen_local_size(void);
+ZEN_C_EXPORT int zen_cross_rank(void);
+ZEN_C_EXPORT int zen_cross_size(void);
+/* "tcp", "mpi", "in-process"; "" before zen_init. Static storage. */
+ZEN_C_EXPORT const char* zen_backend(void);
+ZEN_C_EXPORT const char* zen_version(void);
+/* The message of the last failed call on this thread ("" if none); valid until this
+ * thread's next failing call. */
+ZEN_C_EXPORT const char* zen_last_error(void);
+
+/* ---- operations (each never waits on the network) ---- */
+
+/* name: the same on every rank, unique among this rank's pending operations. */
+/* input and output may be the same tensor (in place); output has input's dtype and size. */
+ZEN_C_EXPORT int zen_enqueue_allreduce(const char* name,
+                                       const zen_tensor_t* input,
+                                       const zen_tensor_t* output,
+                                       int32_t reduce_op,
+                                       zen_completion_t done,
+                                       zen_handle_t* handle);
+/* dense_output NULL: the result is a coalesced sparse tensor (zen_sparse_result); else the
+ * dense result [num_rows x row_size] of input's dtype is written there. */
+ZEN_C_EXPORT int zen_enqueue_sparse_allreduce(const char* name,
+                                              const zen_sparse_tensor_t* input,
+                                              int32_t reduce_op,
+                                              const zen_tensor_t* dense_output,
+                                              zen_completion_t done,
+                                              zen_handle_t* handle);
+/* Ranks may differ in the first dimension; the result is read with zen_allgather_result. */
+ZEN_C_EXPORT int zen_enqueue_allgather(const char* name,
+                                       const zen_tensor_t* input,
+                                       zen_completion_t done,
+                                       zen_handle_t* handle);
+/* In place: root_rank's tensor overwrites the others'. */
+ZEN_C_EXPORT int zen_enqueue_broadcast(const char* name,
+                                       const zen_tensor_t* tensor,
+                                       int32_t root_rank,
+                                       zen_completion_t done,
+                                       zen_handle_t* handle);
+/* This rank has no more data; completes when every rank has joined (zen_join_result).
+ * Meanwhile it contributes zeros (no rows) to the others' reductions. */
+ZEN_C_EXPORT int zen_enqueue_join(zen_completion_t done, zen_handle_t* handle);
+ZEN_C_EXPORT int zen_enqueue_barrier(zen_completion_t done, zen_handle_t* handle);
+
+/* One operation of a group. kind selects the fields used: name, input/output (dense ops;
+ * broadcast uses input in place), sparse and dense_output (sparse allreduce; dense_output.data
+ * NULL for a sparse result), reduce_op, root_rank. */
+typedef struct zen_op {
+  int32_t kind; /* zen_op_kind_t */
+  const char* name;
+  zen_tensor_t input;
+  zen_tensor_t output;
+  zen_sparse_tensor_t sparse;
+  zen_tensor_t dense_output;
+  int32_t reduce_op;
+  int32_t root_rank;
+  zen_completion_t done;
+} zen_op_t;
+/* All or none; a group reaches the daemon in one cycle, so it fuses as well as it can
+ * (horovod's grouped_allreduce). handles receives count handles. */
+ZEN_C_EXPORT int zen_enqueue_group(const zen_op_t* ops, int32_t count, zen_handle_t* handles);
+
+/* ---- completion ---- */
+
+/* *done = 1 when the operation has ended (either way). */
+ZEN_C_EXPORT int zen_poll(zen_handle_t handle, int* done);
+/* Waits up to timeout_seconds (< 0: no limit) and returns the operation's status, or
+ * ZEN_PENDING while it still runs (wait again). */
+ZEN_C_EXPORT int zen_wait(zen_handle_t handle, double timeout_seconds);
+/* Forgets the handle and its outputs. */
+ZEN_C_EXPORT int zen_release(zen_handle_t handle);
+
+/* Outputs of an ended operation (or inside its completion); pointers valid until
+ * zen_release. */
+typedef struct zen_sparse_result {
+  const int64_t* indices; /* nnz sorted, distinct rows */
+  const void* values;     /* nnz x row_size */
+  int64_t nnz;
+  int64_t num_rows;
+  int64_t row_size;
+  int32_t dtype;
+} zen_sparse_result_t;
+ZEN_C_EXPORT int zen_sparse_result(zen_handle_t handle, zen_sparse_result_t* result);
+typedef struct zen_gathered {
+  const void* data; /* every rank's rows in rank order */
+  size_t bytes;
+  int32_t ndims;
+  const int64_t* shape; /* [total rows, ...] */
+} zen_gathered_t;
+ZEN_C_EXPORT int zen_allgather_result(zen_handle_t handle, zen_gathered_t* result);
+ZEN_C_EXPORT int zen_join_result(zen_handle_t handle, int32_t* last_joined_rank);
+
+/* ---- observability ---- */
+
+/* Totals of this rank (zen::RuntimeStats). */
+typedef struct zen_stats {
+  uint64_t cycles;
+  uint64_t fast_path_cycles;
+  uint64_t slow_path_cycles;
+  uint64_t cache_hits;
+  uint64_t buckets_executed;
+  uint64_t tensors_executed;
+  uint64_t completed;
+  uint64_t failed;
+  uint64_t bytes_sent;
+  uint64_t bytes_received;
+  uint64_t stall_warnings;
+  double max_imbalance;
+} zen_stats_t;
+ZEN_C_EXPORT int zen_stats(zen_stats_t* stats);
+/* Everything, per tensor too, as JSON ({"cycles": ..., "phase_seconds": {...},
+ * "buckets_by_scheme": {...}, "tensors": {"name": {...}}}); free *json with zen_free. */
+ZEN_C_EXPORT int zen_stats_json(char** json);
+ZEN_C_EXPORT void zen_free(void* pointer);
+
+/* Writes a Chrome trace per rank (".rank<N>" inserted into path) until zen_stop_timeline.
+ * Available unless ZEN_TIMELINE names a file (then the timeline runs from zen_init). */
+ZEN_C_EXPORT int zen_start_timeline(const char* path, int mark_cycles);
+ZEN_C_EXPORT int zen_stop_timeline(void);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,457 @@
+// The C API (bindings/c_api.h) between real processes over TCP: forked ranks call only zen_*
+// functions on the process's Api. One job initializes through zen_init() from the
+// environment as zenrun sets it; the others through the Api with an ephemeral control port
+// (so parallel test runs never collide). Every wait is bounded; children that outlive the
+// limit are killed.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "bindings/c_api.h"
+#include "test/bindings/bindings_test_util.h"
+
+extern "C" int zen_c_smoke(void);
+
+namespace zen::testing {
+namespace {
+
+using Body = std::function<int(int rank, int size)>;
+
+// Removes every ZEN_* variable from this (child) process's environment.
+void clearZenEnvironment() {
+  std::vector<std::string> names;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (entry.rfind("ZEN_", 0) == 0) names.push_back(entry.substr(0, entry.find('=')));
+  }
+  for (const std::string& name : names) unsetenv(name.c_str());
+}
+
+[[noreturn]] void finishChild(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  _exit(code);
+}
+
+// Waits for the children (killing them after limitSeconds); their exit codes, -signal when
+// killed by one.
+std::vector<int> reap(const std::vector<pid_t>& pids, double limitSeconds) {
+  std::vector<int> codes(pids.size(), -SIGKILL);
+  std::vector<pid_t> running = pids;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(limitSeconds);
+  for (;;) {
+    bool any = false;
+    for (size_t r = 0; r < running.size(); ++r) {
+      if (running[r] <= 0) continue;
+      int status = 0;
+      if (waitpid(running[r], &status, WNOHANG) == running[r]) {
+        codes[r] = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+        running[r] = -1;
+      } else {
+        any = true;
+      }
+    }
+    if (!any) return codes;
+    if (std::chrono::steady_clock::now() > until) {
+      for (pid_t pid : running) {
+        if (pid <= 0) continue;
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+      return codes;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// n ranks; each initializes the process's Api over TCP (rank 0 on an ephemeral port it
+// reports through a pipe before the others start), then runs body with the C API.
+std::vector<int> forkRanks(int n, double limitSeconds, const Body& body) {
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  std::fflush(stdout);
+  std::fflush(stderr);
+  auto child = [&](int rank, const std::string& address, int portFd) {
+    clearZenEnvironment();
+    Config config = bindingsConfig({{"ZEN_RANK", std::to_string(rank)},
+                                    {"ZEN_SIZE", std::to_string(n)},
+                                    {"ZEN_CONTROLLER_ADDR", address},
+                                    {"ZEN_SECRET", "c-api-test"}});
+    auto factory = [portFd](const Config& c) {
+      auto onListening = [portFd](uint16_t port) {
+        if (write(portFd, &port, sizeof(port)) != sizeof(port)) _exit(92);
+        close(portFd);
+      };
+      return bindings::createTcpRuntime(
+          c, portFd >= 0 ? std::function<void(uint16_t)>(onListening) : nullptr);
+    };
+    const Status s = bindings::processApi().init(config, factory, "tcp");
+    if (!s.isOk()) {
+      std::fprintf(stderr, "rank %d: init: %s\n", rank, s.toString().c_str());
+      finishChild(90);
+    }
+    finishChild(body(rank, n));
+  };
+  std::vector<pid_t> pids(static_cast<size_t>(n), -1);
+  pids[0] = fork();
+  if (pids[0] == 0) {
+    close(fds[0]);
+    child(0, "127.0.0.1:0", fds[1]);
+  }
+  close(fds[1]);
+  uint16_t port = 0;
+  pollfd readable{fds[0], POLLIN, 0};
+  if (poll(&readable, 1, static_cast<int>(limitSeconds * 1000)) == 1 &&
+      read(fds[0], &port, sizeof(port)) == sizeof(port)) {
+    for (int r = 1; r < n; ++r) {
+      pids[static_cast<size_t>(r)] = fork();
+      if (pids[static_cast<size_t>(r)] == 0) child(r, "127.0.0.1:" + std::to_string(port), -1);
+    }
+  }
+  close(fds[0]);
+  return reap(pids, limitSeconds);
+}
+
+// A port p on 127.0.0.1 with p + 1 free as well (the data plane's rendezvous), for a job
+// that reads ZEN_CONTROLLER_ADDR from the environment.
+int freePortPair() {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    int a = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    if (bind(a, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+        getsockname(a, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      close(a);
+      continue;
+    }
+    const int port = ntohs(addr.sin_port);
+    int b = socket(AF_INET, SOCK_STREAM, 0);
+    addr.sin_port = htons(static_cast<uint16_t>(port + 1));
+    const bool next =
+        port < 65535 && bind(b, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(a);
+    close(b);
+    if (next) return port;
+  }
+  return 0;
+}
+
+#define CHILD_CHECK(cond, code)                                                             \
+  do {                                                                                      \
+    if (!(cond)) {                                                                          \
+      std::fprintf(stderr, "rank %d: check failed at line %d: %s (last error: %s)\n", rank, \
+                   __LINE__, #cond, zen_last_error());                                      \
+      return code;                                                                          \
+    }                                                                                       \
+  } while (0)
+
+void countCompletion(zen_handle_t, int32_t code, const char*, void* user) {
+  if (code == ZEN_OK) ++*static_cast<std::atomic<int>*>(user);
+}
+
+// Every C function once, on every rank.
+int everyFunction(int rank, int n) {
+  CHILD_CHECK(zen_is_initialized() == 1, 10);
+  CHILD_CHECK(zen_rank() == rank && zen_size() == n, 11);
+  CHILD_CHECK(zen_local_rank() == rank && zen_local_size() == n, 12);
+  CHILD_CHECK(zen_cross_rank() == 0 && zen_cross_size() == 1, 13);
+  CHILD_CHECK(std::string(zen_backend()) == "tcp", 14);
+  CHILD_CHECK(std::string(zen_version()).size() > 0, 15);
+  CHILD_CHECK(zen_init() == ZEN_OK, 16);  // idempotent
+  std::atomic<int> completions{0};
+  const zen_completion_t count{countCompletion, &completions};
+
+  // Allreduce: sum and average, float and int64, with completions.
+  std::vector<float> f(6);
+  std::vector<int64_t> l(3);
+  for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(rank + i);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = (rank + 1) * 1000 + static_cast<int64_t>(i);
+  int64_t fShape[2] = {2, 3}, lShape[1] = {3};
+  zen_tensor_t ft{f.data(), ZEN_FLOAT32, 2, fShape};
+  zen_tensor_t lt{l.data(), ZEN_INT64, 1, lShape};
+  std::vector<float> fOut(6, -1.0f);
+  zen_tensor_t fo{fOut.data(), ZEN_FLOAT32, 2, fShape};
+  zen_handle_t h1 = 0, h2 = 0;
+  CHILD_CHECK(zen_enqueue_allreduce("c.f", &ft, &fo, ZEN_AVERAGE, count, &h1) == ZEN_OK, 20);
+  CHILD_CHECK(zen_enqueue_allreduce("c.l", &lt, &lt, ZEN_SUM, count, &h2) == ZEN_OK, 21);
+  CHILD_CHECK(h1 > 0 && h2 > h1, 22);
+  CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_wait(h2, kWait) == ZEN_OK, 23);
+  int done = 0;
+  CHILD_CHECK(zen_poll(h1, &done) == ZEN_OK && done == 1, 24);
+  CHILD_CHECK(completions.load() == 2, 25);
+  for (size_t i = 0; i < 6; ++i) {
+    CHILD_CHECK(std::fabs(fOut[i] - (static_cast<float>(i) + (n - 1) / 2.0f)) < 1e-6, 26);
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    CHILD_CHECK(l[i] == 1000 * n * (n + 1) / 2 + n * static_cast<int64_t>(i), 27);
+  }
+  CHILD_CHECK(zen_release(h1) == ZEN_OK && zen_release(h2) == ZEN_OK, 28);
+
+  // Sparse allreduce with overlapping and repeated rows: sparse and dense results.
+  std::vector<Rows> rows;
+  for (int p = 0; p < n; ++p) rows.push_back(makeRows(100 + p, 64, 4, 30));
+  const std::vector<float> want = denseSum(rows);
+  const Rows& mine = rows[static_cast<size_t>(rank)];
+  zen_sparse_tensor_t st{
+      mine.indices.data(), mine.values.data(), static_cast<int64_t>(mine.indices.size()), 64, 4,
+      ZEN_FLOAT32};
+  std::vector<float> dense(64 * 4, -1.0f);
+  int64_t dShape[2] = {64, 4};
+  zen_tensor_t dt{dense.data(), ZEN_FLOAT32, 2, dShape};
+  CHILD_CHECK(zen_enqueue_sparse_allreduce("c.s", &st, ZEN_SUM, nullptr, count, &h1) == ZEN_OK, 30);
+  CHILD_CHECK(zen_enqueue_sparse_allreduce("c.sd", &st, ZEN_SUM, &dt, count, &h2) == ZEN_OK, 31);
+  CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_wait(h2, kWait) == ZEN_OK, 32);
+  zen_sparse_result_t sr;
+  CHILD_CHECK(zen_sparse_result(h1, &sr) == ZEN_OK, 33);
+  CHILD_CHECK(sr.num_rows == 64 && sr.row_size == 4 && sr.dtype == ZEN_FLOAT32, 34);
+  for (int64_t k = 1; k < sr.nnz; ++k) CHILD_CHECK(sr.indices[k - 1] < sr.indices[k], 35);
+  CHILD_CHECK(densify(sr.indices, static_cast<const float*>(sr.values), sr.nnz, 64, 4) == want, 36);
+  CHILD_CHECK(dense == want, 37);
+  zen_gathered_t wrong;
+  CHILD_CHECK(zen_allgather_result(999999, &wrong) == ZEN_UNKNOWN_HANDLE, 38);
+  CHILD_CHECK(zen_release(h1) == ZEN_OK && zen_release(h2) == ZEN_OK, 39);
+
+  // Allgather (rank + 1 rows each) and broadcast from the last rank.
+  std::vector<int32_t> g(static_cast<size_t>(2 * (rank + 1)), rank);
+  int64_t gShape[2] = {rank + 1, 2};
+  zen_tensor_t gt{g.data(), ZEN_INT32, 2, gShape};
+  std::vector<double> b(5, rank);
+  int64_t bShape[1] = {5};
+  zen_tensor_t bt{b.data(), ZEN_FLOAT64, 1, bShape};
+  CHILD_CHECK(zen_enqueue_allgather("c.g", &gt, count, &h1) == ZEN_OK, 40);
+  CHILD_CHECK(zen_enqueue_broadcast("c.b", &bt, n - 1, count, &h2) == ZEN_OK, 41);
+  CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_wait(h2, kWait) == ZEN_OK, 42);
+  zen_gathered_t gr;
+  CHILD_CHECK(zen_allgather_result(h1, &gr) == ZEN_OK, 43);
+  CHILD_CHECK(gr.ndims == 2 && gr.shape[0] == n * (n + 1) / 2 && gr.shape[1] == 2, 44);
+  CHILD_CHECK(gr.bytes == static_cast<size_t>(gr.shape[0] * 2) * sizeof(int32_t), 45);
+  const auto* gv = static_cast<const int32_t*>(gr.data);
+  for (int p = 0, at = 0; p < n; ++p) {
+    for (int k = 0; k < 2 * (p + 1); ++k) CHILD_CHECK(gv[at++] == p, 46);
+  }
+  for (double v : b) CHILD_CHECK(v == n - 1, 47);
+  CHILD_CHECK(zen_release(h1) == ZEN_OK && zen_release(h2) == ZEN_OK, 48);
+
+  // A group: two dense tensors and a sparse one, fused where they can be.
+  std::vector<float> a(4, 1.0f), c(4, 2.0f);
+  int64_t vShape[1] = {4};
+  zen_op_t ops[3];
+  std::memset(ops, 0, sizeof(ops));
+  ops[0].kind = ZEN_OP_ALLREDUCE;
+  ops[0].name = "c.ga";
+  ops[0].input = zen_tensor_t{a.data(), ZEN_FLOAT32, 1, vShape};
+  ops[0].output = ops[0].input;
+  ops[0].reduce_op = ZEN_SUM;
+  ops[0].done = count;
+  ops[1] = ops[0];
+  ops[1].name = "c.gc";
+  ops[1].input.data = c.data();
+  ops[1].output.data = c.data();
+  ops[2].kind = ZEN_OP_SPARSE_ALLREDUCE;
+  ops[2].name = "c.gs";
+  ops[2].sparse = st;
+  ops[2].reduce_op = ZEN_AVERAGE;
+  ops[2].done = count;
+  zen_handle_t group[3];
+  CHILD_CHECK(zen_enqueue_group(ops, 3, group) == ZEN_OK, 50);
+  for (zen_handle_t h : group) CHILD_CHECK(zen_wait(h, kWait) == ZEN_OK, 51);
+  for (float v : a) CHILD_CHECK(v == static_cast<float>(n), 52);
+  for (float v : c) CHILD_CHECK(v == static_cast<float>(2 * n), 53);
+  CHILD_CHECK(zen_sparse_result(group[2], &sr) == ZEN_OK, 54);
+  const std::vector<float> mean =
+      densify(sr.indices, static_cast<const float*>(sr.values), sr.nnz, 64, 4);
+  for (size_t i = 0; i < mean.size(); ++i) {
+    CHILD_CHECK(std::fabs(mean[i] - want[i] / static_cast<float>(n)) < 1e-5, 55);
+  }
+  for (zen_handle_t h : group) CHILD_CHECK(zen_release(h) == ZEN_OK, 56);
+  CHILD_CHECK(completions.load() == 9, 57);
+
+  // Errors. Enqueue-time: a name in flight, bad arguments.
+  CHILD_CHECK(zen_enqueue_allreduce("c.dup", &ft, &ft, ZEN_SUM, ZEN_NO_COMPLETION, &h1) == ZEN_OK,
+              60);
+  CHILD_CHECK(zen_enqueue_allreduce("c.dup", &ft, &ft, ZEN_SUM, ZEN_NO_COMPLETION, &h2) ==
+                  ZEN_INVALID_ARGUMENT,
+              61);
+  CHILD_CHECK(std::strstr(zen_last_error(), "already in flight") != nullptr, 62);
+  CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_release(h1) == ZEN_OK, 63);
+  zen_tensor_t badType{f.data(), 42, 2, fShape};
+  CHILD_CHECK(zen_enqueue_allreduce("c.bad", &badType, &badType, ZEN_SUM, ZEN_NO_COMPLETION, &h1) ==
+                  ZEN_INVALID_ARGUMENT,
+              64);
+  CHILD_CHECK(std::strstr(zen_last_error(), "dtype") != nullptr, 65);
+  CHILD_CHECK(
+      zen_enqueue_allreduce("c.bad", &ft, &ft, 7, ZEN_NO_COMPLETION, &h1) == ZEN_INVALID_ARGUMENT,
+      66);
+  CHILD_CHECK(zen_enqueue_allreduce(nullptr, &ft, &ft, ZEN_SUM, ZEN_NO_COMPLETION, &h1) ==
+                  ZEN_INVALID_ARGUMENT,
+              67);
+  // Completion-time: mismatched dtypes and shapes fail on every rank with the daemon's words.
+  std::vector<double> fd(6, 1.0);
+  if (n > 1) {
+    zen_tensor_t mixed = rank == 0 ? ft : zen_tensor_t{fd.data(), ZEN_FLOAT64, 2, fShape};
+    CHILD_CHECK(
+        zen_enqueue_allreduce("c.mixed", &mixed, &mixed, ZEN_SUM, ZEN_NO_COMPLETION, &h1) == ZEN_OK,
+        68);
+    CHILD_CHECK(zen_wait(h1, kWait) == ZEN_INVALID_ARGUMENT, 69);
+    CHILD_CHECK(std::strstr(zen_last_error(), "c.mixed") != nullptr, 70);
+    CHILD_CHECK(zen_release(h1) == ZEN_OK, 71);
+    int64_t otherShape[2] = {3, 2 + rank};
+    zen_tensor_t shaped{fd.data(), ZEN_FLOAT64, 2, rank == 0 ? fShape : otherShape};
+    std::vector<double> big(32, 0.0);
+    shaped.data = big.data();
+    CHILD_CHECK(zen_enqueue_allreduce("c.shape", &shaped, &shaped, ZEN_SUM, ZEN_NO_COMPLETION,
+                                      &h1) == ZEN_OK,
+                72);
+    CHILD_CHECK(zen_wait(h1, kWait) == ZEN_INVALID_ARGUMENT, 73);
+    CHILD_CHECK(zen_release(h1) == ZEN_OK, 74);
+  }
+  CHILD_CHECK(zen_wait(h1, 0) == ZEN_UNKNOWN_HANDLE && zen_poll(h1, &done) == ZEN_UNKNOWN_HANDLE,
+              75);
+
+  // Pending: rank 0 posts first and sees ZEN_PENDING while the others sleep.
+  if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  CHILD_CHECK(zen_enqueue_barrier(ZEN_NO_COMPLETION, &h1) == ZEN_OK, 80);
+  if (rank == 0 && n > 1) {
+    CHILD_CHECK(zen_wait(h1, 0.05) == ZEN_PENDING, 81);
+    CHILD_CHECK(zen_poll(h1, &done) == ZEN_OK && done == 0, 82);
+  }
+  CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_release(h1) == ZEN_OK, 83);
+
+  // Timeline and stats.
+  const std::string path = ::testing::TempDir() + "zen_c_api_" + std::to_string(getppid());
+  CHILD_CHECK(zen_start_timeline((path + ".json").c_str(), 1) == ZEN_OK, 90);
+  CHILD_CHECK(
+      zen_enqueue_allreduce("c.traced", &ft, &ft, ZEN_SUM, ZEN_NO_COMPLETION, &h1) == ZEN_OK, 91);
+  CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_release(h1) == ZEN_OK, 92);
+  CHILD_CHECK(zen_stop_timeline() == ZEN_OK, 93);
+  std::ifstream trace(path + ".rank" + std::to_string(rank) + ".json");
+  std::stringstream text;
+  text << trace.rdbuf();
+  CHILD_CHECK(text.str().find("c.traced") != std::string::npos, 94);
+  zen_stats_t stats;
+  CHILD_CHECK(zen_stats(&stats) == ZEN_OK, 95);
+  CHILD_CHECK(stats.completed >= 12 && stats.failed >= (n > 1 ? 2u : 0u) && stats.cycles > 0, 96);
+  CHILD_CHECK(n == 1 || stats.bytes_sent > 0, 97);
+  char* json = nullptr;
+  CHILD_CHECK(zen_stats_json(&json) == ZEN_OK, 98);
+  const std::string js(json);
+  zen_free(json);
+  CHILD_CHECK(js.find("\"c.s\"") != std::string::npos &&
+                  js.find("\"buckets_by_scheme\"") != std::string::npos,
+              99);
+
+  // Join: rank 0 first; the others reduce without it, then join.
+  std::vector<float> j(2, 1.0f);
+  int64_t jShape[1] = {2};
+  zen_tensor_t jt{j.data(), ZEN_FLOAT32, 1, jShape};
+  if (rank != 0) {
+    CHILD_CHECK(zen_enqueue_allreduce("c.j", &jt, &jt, ZEN_SUM, ZEN_NO_COMPLETION, &h1) == ZEN_OK,
+                100);
+    CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && j[0] == static_cast<float>(n - 1), 101);
+  }
+  CHILD_CHECK(zen_enqueue_join(count, &h2) == ZEN_OK, 102);
+  CHILD_CHECK(zen_wait(h2, kWait) == ZEN_OK, 103);
+  int32_t last = -2;
+  CHILD_CHECK(zen_join_result(h2, &last) == ZEN_OK, 104);
+  CHILD_CHECK(n == 1 ? last == 0 : (last >= 1 && last < n), 105);
+
+  // Shutdown: this rank's request or a peer's; afterwards nothing is initialized.
+  const int down = zen_shutdown();
+  CHILD_CHECK(down == ZEN_OK || (down == ZEN_ABORTED &&
+                                 std::strstr(zen_last_error(), "at user request") != nullptr),
+              110);
+  CHILD_CHECK(zen_is_initialized() == 0 && zen_rank() == -1, 111);
+  CHILD_CHECK(zen_enqueue_barrier(ZEN_NO_COMPLETION, &h1) == ZEN_NOT_INITIALIZED, 112);
+  CHILD_CHECK(zen_stats(&stats) == ZEN_NOT_INITIALIZED, 113);
+  CHILD_CHECK(zen_join_result(h2, &last) == ZEN_OK && zen_release(h2) == ZEN_OK, 114);
+  CHILD_CHECK(zen_shutdown() == ZEN_OK, 115);
+  return 0;
+}
+
+TEST(CApi, EveryFunctionAcrossForkedTcpRanks) {
+  for (int n : {1, 2, 3}) {
+    const std::vector<int> codes = forkRanks(n, 120, everyFunction);
+    ASSERT_EQ(codes.size(), static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << n << " ranks, rank " << r;
+  }
+}
+
+// zen_init() from the environment zenrun sets: ZEN_RANK, ZEN_SIZE, ZEN_CONTROLLER_ADDR.
+TEST(CApi, InitFromTheEnvironment) {
+  const int port = freePortPair();
+  ASSERT_GT(port, 0);
+  constexpr int n = 2;
+  std::vector<pid_t> pids;
+  std::fflush(stdout);
+  std::fflush(stderr);
+  for (int rank = 0; rank < n; ++rank) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      clearZenEnvironment();
+      setenv("ZEN_RANK", std::to_string(rank).c_str(), 1);
+      setenv("ZEN_SIZE", std::to_string(n).c_str(), 1);
+      setenv("ZEN_LOCAL_RANK", std::to_string(rank).c_str(), 1);
+      setenv("ZEN_LOCAL_SIZE", std::to_string(n).c_str(), 1);
+      setenv("ZEN_CONTROLLER_ADDR", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
+      setenv("ZEN_SECRET", "from-env", 1);
+      setenv("ZEN_TIMEOUT", "20", 1);
+      int code = 0;
+      if (zen_init() != ZEN_OK) {
+        std::fprintf(stderr, "rank %d: zen_init: %s\n", rank, zen_last_error());
+        code = 90;
+      } else {
+        std::vector<float> x(3, 1.0f);
+        int64_t shape[1] = {3};
+        zen_tensor_t t{x.data(), ZEN_FLOAT32, 1, shape};
+        zen_handle_t h = 0;
+        if (zen_rank() != rank || zen_size() != n) code = 91;
+        if (!code && zen_enqueue_allreduce("env.x", &t, &t, ZEN_SUM, ZEN_NO_COMPLETION, &h)) {
+          code = 92;
+        }
+        if (!code && (zen_wait(h, kWait) != ZEN_OK || x[0] != n)) code = 93;
+        const int down = zen_shutdown();
+        if (!code && down != ZEN_OK && down != ZEN_ABORTED) code = 94;
+      }
+      finishChild(code);
+    }
+    pids.push_back(pid);
+  }
+  const std::vector<int> codes = reap(pids, 60);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
+}
+
+// A C program (compiled as C) running a job of one through zen_init().
+TEST(CApi, CProgramRunsAJobOfOne) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    clearZenEnvironment();
+    unsetenv("OMPI_COMM_WORLD_RANK");
+    unsetenv("OMPI_COMM_WORLD_SIZE");
+    unsetenv("PMI_RANK");
+    unsetenv("PMI_SIZE");
+    finishChild(zen_c_smoke());
+  }
+  EXPECT_EQ(reap({pid}, 60).front(), 0);
+}
+
+}  // namespace
+}  // namespace zen::testing
