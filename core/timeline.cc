@@ -1,10 +1,11 @@
 // Chrome trace writer. File layout: "[\n" event (",\n" event)* "\n]\n". Appending overwrites
-// the trailing "\n]\n" with ",\n<events>\n]\n" in a single pwrite, so the file parses as
-// JSON after every write, including when the process dies between two writes.
+// the trailing "\n]\n" with ",\n<events>\n]\n" in a single pwrite under an exclusive flock, so the
+// file parses as JSON after every write, including when the process dies between two writes.
 #include "core/timeline.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -225,10 +226,15 @@ void Timeline::writerLoop() {
     bytes += kClose;
     // On a disk error the events are dropped (a timeline must never stop training); the
     // file stays valid because the previous close is only overwritten by a full write.
+    // The exclusive flock makes the update atomic for readers that take a shared one
+    // (zen-timeline, the tests): the kernel does not promise that a concurrent read() sees a
+    // pwrite whole.
+    ::flock(fd_, LOCK_EX);
     if (writeAll(fd_, bytes, fileEnd_)) {
       fileEnd_ = eventsEnd;
       empty_ = false;
     }
+    ::flock(fd_, LOCK_UN);
     lock.lock();
     written_ += batch.size();
     drained_.notify_all();

@@ -27,8 +27,9 @@ using TimelineArgs = std::vector<std::pair<std::string, std::string>>;
 //
 // Events go through a queue to a writer thread, so the daemon never waits on the disk. The
 // file is valid JSON at every moment: each batch of events is written, together with the
-// closing "]", by ONE pwrite over the previous closing bracket, so a reader (or a crash)
-// sees either the old or the new complete array.
+// closing "]", by ONE pwrite over the previous closing bracket, so a crash leaves either the
+// old or the new complete array, and so does a concurrent reader holding a shared flock
+// (the writer holds an exclusive one while it writes).
 class Timeline {
  public:
   using Clock = std::chrono::steady_clock;

@@ -17,10 +17,6 @@ namespace {
 
 using TimePoint = Clock::time_point;
 
-ReduceOp toOpsReduce(zen::ReduceOp op) {
-  return op == zen::ReduceOp::kAverage ? ReduceOp::kAverage : ReduceOp::kSum;
-}
-
 void addPhase(BucketReport* report, std::string name, TimePoint start, TimePoint end) {
   report->phases.push_back(ExecPhase{std::move(name), start, end});
 }
@@ -178,7 +174,7 @@ Status CpuExecutor::sparse(const Response& r,
   SparseAllreduceOptions o;
   o.transport = transport_.get();
   o.input = sparseBucket_.fuse(r, entries, &badIndex);
-  o.op = toOpsReduce(r.reduceOp);
+  o.op = r.reduceOp;
   o.scheme = options_.scheme;
   o.seed = options_.seed;
   o.hashFunctions = options_.hashFunctions;

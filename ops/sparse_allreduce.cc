@@ -176,16 +176,6 @@ void emptyResult(const SparseAllreduceOptions& o, Scheme scheme, SparseAllreduce
 
 }  // namespace
 
-const char* reduceOpName(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kAverage:
-      return "average";
-  }
-  return "unknown";
-}
-
 Status sparseAllreduce(const SparseAllreduceOptions& options, SparseAllreduceResult* result) {
   ZEN_CHECK_ARG(result != nullptr, "sparse allreduce needs a result");
   ZEN_CHECK_ARG(options.transport != nullptr, "sparse allreduce needs a transport");

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/config.h"
+#include "core/message.h"
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
@@ -15,8 +16,9 @@
 
 namespace zen::ops {
 
-enum class ReduceOp : uint8_t { kSum, kAverage };
-const char* reduceOpName(ReduceOp op);
+// The reduction is core's (core/message.h), shared with the negotiation and the runtime.
+using ::zen::ReduceOp;
+using ::zen::reduceOpName;
 
 // Memory the schemes keep between calls (zen: Algorithm 1's tables, the server's aggregator,
 // the payload buffers), so that a training loop does not reallocate every step. Optional;

@@ -1,7 +1,9 @@
 #include "core/timeline.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,11 +20,17 @@ std::string tempPath(const char* name) {
   return ::testing::TempDir() + name + std::to_string(getpid()) + ".json";
 }
 
+// Reads under a shared flock, as the timeline's documented reader protocol says.
 nlohmann::json readJson(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return nlohmann::json::parse(ss.str());  // throws on invalid JSON
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw std::runtime_error("cannot open " + path);
+  ::flock(fd, LOCK_SH);
+  std::string text;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) text.append(buf, n);
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+  return nlohmann::json::parse(text);  // throws on invalid JSON
 }
 
 TEST(Timeline, RowsPhasesAndArgsAreInTheTrace) {
