@@ -1,0 +1,49 @@
+"""zen.torch: horovod.torch's API over Zen's daemon.
+
+    import zen.torch as hvd          # instead of: import horovod.torch as hvd
+    hvd.init()
+    model = ...                      # nn.Embedding(sparse=True) gradients take Zen's path
+    opt = hvd.DistributedOptimizer(opt, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+
+Launch with tools/zenrun (TCP) or mpirun. Beyond Horovod: sparse_allreduce(_async) for
+torch sparse COO tensors (allreduce of a sparse tensor takes the same path), and stats()
+with the daemon's counters. Zen reduces with Average and Sum and has only the global
+process set.
+"""
+
+from zen.torch.compression import Compression
+from zen.torch.functions import (allgather_object, broadcast_object,
+                                 broadcast_optimizer_state, broadcast_parameters)
+from zen.torch.mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, ProcessSet,
+                               Product, Sum, ZenInternalError, add_process_set, allgather,
+                               allgather_async, allreduce, allreduce_, allreduce_async,
+                               allreduce_async_, barrier, broadcast, broadcast_,
+                               broadcast_async, broadcast_async_, ccl_built, cross_rank,
+                               cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled,
+                               global_process_set, grouped_allgather, grouped_allgather_async,
+                               grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
+                               grouped_allreduce_async_, init, is_homogeneous, is_initialized,
+                               join, local_rank, local_size, mpi_built, mpi_enabled,
+                               mpi_threads_supported, nccl_built, poll, rank,
+                               remove_process_set, rocm_built, shutdown, size,
+                               sparse_allreduce, sparse_allreduce_async, start_timeline,
+                               stats, stop_timeline, synchronize)
+from zen.torch.optimizer import DistributedOptimizer
+
+__all__ = [
+    "Adasum", "Average", "Compression", "DistributedOptimizer", "HorovodInternalError", "Max",
+    "Min", "ProcessSet", "Product", "Sum", "ZenInternalError", "add_process_set", "allgather",
+    "allgather_async", "allgather_object", "allreduce", "allreduce_", "allreduce_async",
+    "allreduce_async_", "barrier", "broadcast", "broadcast_", "broadcast_async",
+    "broadcast_async_", "broadcast_object", "broadcast_optimizer_state",
+    "broadcast_parameters", "ccl_built", "cross_rank", "cross_size", "cuda_built",
+    "ddl_built", "gloo_built", "gloo_enabled", "global_process_set", "grouped_allgather",
+    "grouped_allgather_async", "grouped_allreduce", "grouped_allreduce_",
+    "grouped_allreduce_async", "grouped_allreduce_async_", "init", "is_homogeneous",
+    "is_initialized", "join", "local_rank", "local_size", "mpi_built", "mpi_enabled",
+    "mpi_threads_supported", "nccl_built", "poll", "rank", "remove_process_set", "rocm_built",
+    "shutdown", "size", "sparse_allreduce", "sparse_allreduce_async", "start_timeline",
+    "stats", "stop_timeline", "synchronize",
+]

@@ -1,0 +1,777 @@
+"""zen.torch's collectives: horovod.torch.mpi_ops' API over Zen's daemon.
+
+Every *_async function posts a request to the daemon (no copy of the tensor: the daemon
+reads and writes its memory) and returns an integer handle; `synchronize(handle)` waits and
+returns the result, `poll(handle)` says whether it is ready. The tensors stay referenced
+here until synchronize. Names default to "<op>.noname.<n>", n counting this process's
+unnamed operations, which matches across ranks only when every rank issues them in the same
+order (as in Horovod).
+"""
+
+import ctypes
+import itertools
+import os
+import threading
+import warnings
+
+import torch
+
+_here = os.path.dirname(os.path.abspath(__file__))
+_libzen = os.path.join(os.path.dirname(_here), "lib", "libzen.so")
+if not os.path.exists(_libzen):
+    raise ImportError(
+        "zen.torch: %s is missing; build the extension with `pip install .` or "
+        "tools/build-python (README, PyTorch)" % _libzen)
+# Global symbols: an MPI loaded by libzen must be visible to its own plugins (as
+# horovod.common.util does for its extension).
+ctypes.CDLL(_libzen, mode=ctypes.RTLD_GLOBAL)
+try:
+    from zen.torch import _zen_torch as _C  # noqa: E402
+except ImportError as e:  # pragma: no cover - a build problem
+    raise ImportError("zen.torch: the C++ extension is not built (%s); run tools/build-python "
+                      "or `pip install .`" % e) from e
+
+# Reduce operations, numbered as Horovod's (horovod.common.basics).
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+_OPS = {Average: _C.AVERAGE, Sum: _C.SUM}
+_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
+             Product: "Product"}
+
+
+class HorovodInternalError(RuntimeError):
+    """An operation failed in the daemon (mismatched tensors between ranks, a failed peer, a
+    shutdown): raised by synchronize() with the daemon's message, as in horovod.torch."""
+
+
+ZenInternalError = HorovodInternalError
+
+
+class ProcessSet:
+    """Zen runs every collective over all ranks: only the global process set exists."""
+
+    process_set_id = 0
+
+    def __init__(self, ranks=None):
+        if ranks is not None:
+            raise NotImplementedError("zen has no process sets other than the global one")
+
+    @property
+    def ranks(self):
+        return list(range(size()))
+
+    def size(self):
+        return size()
+
+    def rank(self):
+        return rank()
+
+    def included(self):
+        return True
+
+    def __repr__(self):
+        return "ProcessSet(process_set_id=0, global)"
+
+
+global_process_set = ProcessSet()
+
+
+def add_process_set(process_set):
+    raise NotImplementedError("zen has no process sets other than the global one")
+
+
+def remove_process_set(process_set):
+    raise NotImplementedError("zen has no process sets other than the global one")
+
+
+def _check_process_set(process_set):
+    if process_set is not global_process_set and process_set is not None:
+        raise NotImplementedError("zen has no process sets other than the global one")
+
+
+# ---- basics ----
+
+_atexit_registered = False
+_lock = threading.Lock()
+
+
+def init(comm=None, process_sets=None):
+    """Starts this rank's daemon from the environment (zenrun: TCP; mpirun: MPI; otherwise a
+    job of one). Idempotent."""
+    global _atexit_registered
+    if comm is not None:
+        raise NotImplementedError("zen.torch.init: comm is not supported; launch with zenrun "
+                                  "or mpirun")
+    if process_sets:
+        raise NotImplementedError("zen has no process sets other than the global one")
+    _C.init()
+    with _lock:
+        if not _atexit_registered:
+            import atexit
+            atexit.register(_shutdown_at_exit)
+            _atexit_registered = True
+
+
+def _shutdown_at_exit():
+    if _C.is_initialized():
+        _C.shutdown()
+
+
+def shutdown():
+    """Stops the daemon on every rank (a rank still waiting on an operation gets an error)."""
+    _C.shutdown()
+
+
+def is_initialized():
+    return _C.is_initialized()
+
+
+def rank():
+    return _C.rank()
+
+
+def size():
+    return _C.size()
+
+
+def local_rank():
+    return _C.local_rank()
+
+
+def local_size():
+    return _C.local_size()
+
+
+def cross_rank():
+    return _C.cross_rank()
+
+
+def cross_size():
+    return _C.cross_size()
+
+
+def is_homogeneous():
+    return size() % local_size() == 0
+
+
+def mpi_enabled():
+    return _C.backend() == "mpi"
+
+
+def mpi_built():
+    return True
+
+
+def mpi_threads_supported():
+    return mpi_enabled()
+
+
+def gloo_enabled():
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def nccl_built():
+    return 0
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    return False
+
+
+def rocm_built():
+    return False
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Writes a Chrome trace per rank (".rank<N>" inserted into file_path) until
+    stop_timeline()."""
+    _C.start_timeline(str(file_path), bool(mark_cycles))
+
+
+def stop_timeline():
+    _C.stop_timeline()
+
+
+def stats():
+    """This rank's daemon counters (zen_stats_json): cycles, bytes sent and received, seconds
+    per phase, buckets per scheme, and per tensor the same."""
+    import json
+    return json.loads(_C.stats_json())
+
+
+# ---- handles ----
+
+_handle_map = {}
+_handle_ids = itertools.count(1)
+_noname_ids = itertools.count()
+
+
+class _Pending:
+    """One user-visible handle: the daemon's handles, the tensors they use, and how to turn
+    the finished operation into the caller's result."""
+
+    __slots__ = ("c_handles", "keep", "finish")
+
+    def __init__(self, c_handles, keep, finish):
+        self.c_handles = c_handles
+        self.keep = keep
+        self.finish = finish
+
+
+def _register(c_handles, keep, finish):
+    handle = next(_handle_ids)
+    _handle_map[handle] = _Pending(c_handles, keep, finish)
+    return handle
+
+
+def _release(c_handle):
+    try:
+        _C.release(c_handle)
+    except ValueError:
+        pass
+
+
+def poll(handle):
+    """True when the operation behind handle has completed (synchronize will not block)."""
+    entry = _handle_map.get(handle)
+    if entry is None:
+        raise ValueError("poll: unknown handle %r (already synchronized?)" % handle)
+    return all(_C.poll(c) for c in entry.c_handles)
+
+
+def synchronize(handle):
+    """Waits for the operation and returns its result; raises HorovodInternalError (a
+    RuntimeError) with the daemon's message when it failed on any rank."""
+    entry = _handle_map.get(handle)
+    if entry is None:
+        return None
+    # Every part ends (either way) before its tensors are dropped: the daemon may be writing.
+    error = None
+    for c in entry.c_handles:
+        try:
+            _C.wait(c)
+        except RuntimeError as e:
+            error = error or e
+    _handle_map.pop(handle, None)
+    if error is not None:
+        for c in entry.c_handles:
+            _release(c)
+        raise HorovodInternalError(str(error)) from error
+    return entry.finish()
+
+
+def _op_code(op, average, what="allreduce"):
+    if op is not None and average is not None:
+        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
+    if average is not None:
+        warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
+                      DeprecationWarning)
+        op = Average if average else Sum
+    if op is None:
+        op = Average
+    if op not in _OPS:
+        raise NotImplementedError("%s: zen supports op=Average and op=Sum, not %s" %
+                                  (what, _OP_NAMES.get(op, op)))
+    return op
+
+
+def _name(kind, name):
+    if name:
+        return "%s.%s" % (kind, name)
+    return "%s.noname.%d" % (kind, next(_noname_ids))
+
+
+# The dtypes the daemon reduces natively; small integers and bools travel as int32.
+_NATIVE = (torch.float32, torch.float16, torch.bfloat16, torch.float64, torch.int32,
+           torch.int64)
+_WIDENED = (torch.uint8, torch.int8, torch.int16, torch.bool)
+
+
+def _wire_dtype(tensor):
+    if tensor.dtype in _NATIVE:
+        return tensor.dtype
+    if tensor.dtype in _WIDENED:
+        return torch.int32
+    raise ValueError("Tensor type %s is not supported." % tensor.type())
+
+
+def _check_device(tensor):
+    if tensor.device.type != "cpu":
+        raise ValueError("zen.torch: the tensor is on %s; this build synchronizes CPU tensors"
+                         % tensor.device)
+
+
+def _wire(tensor):
+    """The tensor as the daemon takes it: native dtype, contiguous, at least 1-D (a view
+    where possible)."""
+    _check_device(tensor)
+    wire = tensor
+    dtype = _wire_dtype(tensor)
+    if dtype != tensor.dtype:
+        wire = tensor.to(dtype)
+    if not wire.is_contiguous():
+        wire = wire.contiguous()
+    if wire.dim() == 0:
+        wire = wire.view(1)
+    return wire
+
+
+def _scale(tensor, factor):
+    """tensor * factor in tensor's dtype (a new tensor)."""
+    if tensor.dtype.is_floating_point:
+        return tensor * factor
+    return (tensor.double() * factor).to(tensor.dtype)
+
+
+# ---- allreduce ----
+
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor):
+    """Reduces tensor into output (may be tensor itself)."""
+    if tensor.is_sparse:
+        raise ValueError("allreduce of a sparse tensor: use sparse_allreduce_async, or "
+                         "allreduce/allreduce_async, which return a sparse result")
+    src = _wire(tensor)
+    if prescale_factor != 1.0:
+        src = _scale(src, prescale_factor)
+        if src.data_ptr() == tensor.data_ptr():  # _scale made a new tensor; never alias
+            src = src.clone()
+    # The daemon writes into dst: the output itself when it can, else a buffer copied back.
+    direct = (output.dtype == src.dtype and output.is_contiguous() and output.dim() > 0
+              and output.device.type == "cpu")
+    if direct:
+        dst = output
+    elif output is tensor and src is not tensor:
+        dst = src  # in place on a private copy (cast, contiguous or scaled)
+    else:
+        dst = torch.empty_like(src)
+    c = _C.allreduce_async(_name("allreduce", name), src, dst, _OPS[op])
+
+    def finish():
+        _release(c)
+        if postscale_factor != 1.0:
+            dst.copy_(_scale(dst, postscale_factor))
+        if dst is not output:
+            output.copy_(dst.view(output.shape))
+        return output
+
+    return _register([c], (tensor, src, dst, output), finish)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Averages (or sums) tensor over all ranks into a new tensor; returns a handle for
+    synchronize(). A sparse COO tensor goes through Zen's sparse allreduce."""
+    _check_process_set(process_set)
+    op = _op_code(op, average)
+    if tensor.is_sparse:
+        if prescale_factor != 1.0 or postscale_factor != 1.0:
+            raise NotImplementedError("prescale/postscale factors are not supported for sparse "
+                                      "tensors")
+        return sparse_allreduce_async(tensor, name=name, op=op)
+    output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
+    return _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor)
+
+
+class ZenAllreduce(torch.autograd.Function):
+    """Allreduce whose gradient is the allreduce of the gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, average, name, op, prescale_factor, postscale_factor,
+                process_set):
+        ctx.average = average
+        ctx.op = op
+        ctx.prescale_factor = prescale_factor
+        ctx.postscale_factor = postscale_factor
+        ctx.process_set = process_set
+        handle = allreduce_async(tensor, average, name, op, prescale_factor, postscale_factor,
+                                 process_set)
+        return synchronize(handle)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return (allreduce(grad_output, average=ctx.average, op=ctx.op,
+                          prescale_factor=ctx.prescale_factor,
+                          postscale_factor=ctx.postscale_factor,
+                          process_set=ctx.process_set),
+                None, None, None, None, None, None)
+
+
+HorovodAllreduce = ZenAllreduce
+
+
+def allreduce(tensor, average=None, name=None, compression=None, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Averages (op=Average, the default) or sums (op=Sum) tensor over all ranks; returns a
+    new tensor (sparse for a sparse input). Differentiable."""
+    from zen.torch.compression import Compression
+    compression = compression or Compression.none
+    if tensor.is_sparse:
+        return synchronize(allreduce_async(tensor, average, name, op, prescale_factor,
+                                           postscale_factor, process_set))
+    compressed, ctx = compression.compress(tensor)
+    reduced = ZenAllreduce.apply(compressed, average, name, op, prescale_factor,
+                                 postscale_factor, process_set)
+    return compression.decompress(reduced, ctx)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """In place: the result overwrites tensor. Returns a handle."""
+    _check_process_set(process_set)
+    op = _op_code(op, average)
+    return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """In place; returns tensor."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+# ---- grouped allreduce ----
+
+def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped allreduce of an empty list")
+    base = _name("grouped_allreduce", name)
+    names, srcs, dsts = [], [], []
+    for i, (t, out) in enumerate(zip(tensors, outputs)):
+        if t.is_sparse:
+            raise ValueError("grouped allreduce takes dense tensors; use sparse_allreduce_async")
+        src = _wire(t)
+        if prescale_factor != 1.0:
+            src = _scale(src, prescale_factor)
+        direct = out.dtype == src.dtype and out.is_contiguous() and out.dim() > 0
+        dst = out if direct else torch.empty_like(src)
+        names.append("%s.%d" % (base, i))
+        srcs.append(src)
+        dsts.append(dst)
+    cs = _C.grouped_allreduce_async(names, srcs, dsts, _OPS[op])
+
+    def finish():
+        for c in cs:
+            _release(c)
+        for dst, out in zip(dsts, outputs):
+            if postscale_factor != 1.0:
+                dst.copy_(_scale(dst, postscale_factor))
+            if dst is not out:
+                out.copy_(dst.view(out.shape))
+        return list(outputs)
+
+    return _register(list(cs), (tensors, srcs, dsts, outputs), finish)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    """One handle for a list of tensors that reach the daemon together (and fuse);
+    synchronize returns the list of results."""
+    _check_process_set(process_set)
+    op = _op_code(op, average)
+    tensors = list(tensors)
+    outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
+    return _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor,
+                                    postscale_factor)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    _check_process_set(process_set)
+    op = _op_code(op, average)
+    tensors = list(tensors)
+    return _grouped_allreduce_async(tensors, tensors, name, op, prescale_factor,
+                                    postscale_factor)
+
+
+class ZenGroupedAllreduce(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, average, name, op, prescale_factor, postscale_factor, process_set,
+                *tensors):
+        ctx.average = average
+        ctx.op = op
+        ctx.prescale_factor = prescale_factor
+        ctx.postscale_factor = postscale_factor
+        ctx.process_set = process_set
+        handle = grouped_allreduce_async(list(tensors), average, name, op, prescale_factor,
+                                         postscale_factor, process_set)
+        return tuple(synchronize(handle))
+
+    @staticmethod
+    def backward(ctx, *grad_output):
+        grads = grouped_allreduce(list(grad_output), average=ctx.average, op=ctx.op,
+                                  prescale_factor=ctx.prescale_factor,
+                                  postscale_factor=ctx.postscale_factor,
+                                  process_set=ctx.process_set)
+        return (None, None, None, None, None, None) + tuple(grads)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=None, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=global_process_set):
+    """allreduce of a list of tensors as one group; returns the list. Differentiable."""
+    from zen.torch.compression import Compression
+    compression = compression or Compression.none
+    compressed = [compression.compress(t) for t in tensors]
+    reduced = ZenGroupedAllreduce.apply(average, name, op, prescale_factor, postscale_factor,
+                                        process_set, *[t for t, _ in compressed])
+    return [compression.decompress(t, ctx) for t, (_, ctx) in zip(reduced, compressed)]
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    return synchronize(grouped_allreduce_async_(tensors, average, name, op, prescale_factor,
+                                                postscale_factor, process_set))
+
+
+# ---- sparse allreduce ----
+
+def _row_sparse(tensor):
+    """(row indices [nnz], values [nnz, ...], rows, rest of the shape) of a COO tensor whose
+    first sparse_dim dimensions are flattened into one row index."""
+    sparse_dim = tensor.sparse_dim()
+    shape = tuple(tensor.shape)
+    indices = tensor._indices()
+    values = tensor._values()
+    if sparse_dim == 1:
+        rows = indices[0]
+    else:
+        rows = torch.zeros(indices.shape[1], dtype=torch.int64)
+        for d in range(sparse_dim):
+            rows = rows * shape[d] + indices[d]
+    num_rows = 1
+    for d in shape[:sparse_dim]:
+        num_rows *= d
+    return rows, values, num_rows, shape[sparse_dim:]
+
+
+def _unflatten_rows(rows, shape, sparse_dim):
+    """Row indices [nnz] back to COO indices [sparse_dim, nnz]."""
+    if sparse_dim == 1:
+        return rows.view(1, -1)
+    out = torch.empty((sparse_dim, rows.numel()), dtype=torch.int64)
+    rest = rows.clone()
+    for d in reversed(range(sparse_dim)):
+        out[d] = rest % shape[d]
+        rest = torch.div(rest, shape[d], rounding_mode="floor")
+    return out
+
+
+def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_process_set,
+                           dense=False):
+    """Zen's sparse allreduce of a torch sparse COO tensor (coalesced or not; repeated
+    indices are summed). synchronize returns a coalesced sparse tensor of the same shape, or
+    with dense=True the dense result."""
+    _check_process_set(process_set)
+    op = _op_code(op, None, "sparse_allreduce")
+    return _sparse_allreduce_async(tensor, _name("sparse_allreduce", name), op, dense)
+
+
+def _sparse_allreduce_async(tensor, full_name, op, dense=False):
+    if not tensor.is_sparse:
+        raise ValueError("sparse_allreduce_async takes a sparse COO tensor (tensor.is_sparse)")
+    _check_device(tensor)
+    if tensor.dim() == 0:
+        raise ValueError("sparse_allreduce_async needs a tensor of at least one dimension")
+    sparse_dim = tensor.sparse_dim()
+    shape = tuple(tensor.shape)
+    rows, values, num_rows, row_shape = _row_sparse(tensor)
+    rows = rows.contiguous()
+    dtype = tensor.dtype
+    wire_dtype = _wire_dtype(values)
+    values = values.to(wire_dtype) if wire_dtype != dtype else values
+    values = values.contiguous()
+    if values.dim() == 1:
+        values = values.view(-1, 1)
+    out = None
+    if dense:
+        out = torch.empty(shape, dtype=wire_dtype)
+    c = _C.sparse_allreduce_async(full_name, rows, values, num_rows, _OPS[op], out)
+
+    def finish():
+        if dense:
+            _release(c)
+            return out if out.dtype == dtype else out.to(dtype)
+        result_rows, result_values = _C.sparse_result(c)  # released with these tensors
+        result_values = result_values.view((result_rows.numel(),) + tuple(row_shape))
+        if result_values.dtype != dtype:
+            result_values = result_values.to(dtype)
+        result = torch._sparse_coo_tensor_unsafe(
+            _unflatten_rows(result_rows, shape, sparse_dim), result_values, shape)
+        return result._coalesced_(True)  # distinct rows in increasing order
+
+    return _register([c], (tensor, rows, values, out), finish)
+
+
+def sparse_allreduce(tensor, name=None, op=Average, process_set=global_process_set,
+                     dense=False):
+    """Blocking sparse_allreduce_async."""
+    return synchronize(sparse_allreduce_async(tensor, name, op, process_set, dense))
+
+
+# ---- allgather ----
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Concatenates every rank's tensor along the first dimension (sizes may differ there);
+    returns a handle."""
+    _check_process_set(process_set)
+    src = _wire(tensor)
+    if tensor.dim() == 0:
+        raise ValueError("allgather needs a tensor of at least one dimension")
+    c = _C.allgather_async(_name("allgather", name), src)
+
+    def finish():
+        gathered = _C.allgather_result(c, src)  # released with this tensor
+        return gathered if gathered.dtype == tensor.dtype else gathered.to(tensor.dtype)
+
+    return _register([c], (tensor, src), finish)
+
+
+class ZenAllgather(torch.autograd.Function):
+    """Allgather whose gradient is this rank's slice of the averaged gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.dim = tensor.shape[0]
+        ctx.process_set = process_set
+        return synchronize(allgather_async(tensor, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64),
+                         process_set=ctx.process_set)
+        offset = int(dims[:rank()].sum().item()) if rank() else 0
+        return grad_reduced.narrow(0, offset, ctx.dim), None, None
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Blocking, differentiable allgather."""
+    return ZenAllgather.apply(tensor, name, process_set)
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    tensors = list(tensors)
+    handles = [allgather_async(t, "%s.%d" % (name, i) if name else None, process_set)
+               for i, t in enumerate(tensors)]
+
+    def finish():
+        return [synchronize(h) for h in handles]
+
+    c_handles = [c for h in handles for c in _handle_map[h].c_handles]
+    return _register(c_handles, (tensors, handles), finish)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+# ---- broadcast ----
+
+def _broadcast_async(tensor, output, root_rank, name):
+    if not isinstance(root_rank, int) or root_rank < 0:
+        raise ValueError("broadcast: root_rank must be a rank, not %r" % (root_rank,))
+    _check_device(tensor)
+    wire = output
+    dtype = _wire_dtype(output)
+    if dtype != output.dtype or not output.is_contiguous() or output.dim() == 0:
+        wire = output.to(dtype).contiguous()
+        if wire.dim() == 0:
+            wire = wire.view(1)
+        if wire.data_ptr() == output.data_ptr():
+            wire = wire.clone()
+    c = _C.broadcast_async(_name("broadcast", name), wire, int(root_rank))
+
+    def finish():
+        _release(c)
+        if wire is not output:
+            output.copy_(wire.view(output.shape))
+        return output
+
+    return _register([c], (tensor, wire, output), finish)
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """root_rank's tensor, into a new tensor on every rank; returns a handle."""
+    _check_process_set(process_set)
+    output = tensor.detach().clone(memory_format=torch.contiguous_format)
+    return _broadcast_async(tensor, output, root_rank, name)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """In place: root_rank's tensor overwrites tensor on every rank; returns a handle."""
+    _check_process_set(process_set)
+    target = tensor.data if isinstance(tensor, torch.nn.Parameter) else tensor
+    return _broadcast_async(tensor, target, root_rank, name)
+
+
+class ZenBroadcast(torch.autograd.Function):
+    """Broadcast whose gradient is the averaged gradient on the root, zero elsewhere."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank = root_rank
+        ctx.process_set = process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grad_reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
+        if rank() != ctx.root_rank:
+            grad_reduced = grad_reduced * 0
+        return grad_reduced, None, None, None
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """Blocking, differentiable broadcast into a new tensor."""
+    return ZenBroadcast.apply(tensor, root_rank, name, process_set)
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Blocking, in place; returns tensor."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+# ---- join, barrier ----
+
+def join(device=-1):
+    """This rank has no more data: until every rank has joined it contributes zeros (sparse:
+    no rows) to the others' allreduces. Returns the rank that joined last, the same on every
+    rank."""
+    c = _C.join_async()
+    try:
+        _C.wait(c)
+    except RuntimeError as e:
+        _release(c)
+        raise HorovodInternalError(str(e)) from e
+    last = _C.join_result(c)
+    _release(c)
+    return last
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank has called barrier()."""
+    _check_process_set(process_set)
+    c = _C.barrier_async()
+    try:
+        _C.wait(c)
+    except RuntimeError as e:
+        raise HorovodInternalError(str(e)) from e
+    finally:
+        _release(c)

@@ -1,0 +1,335 @@
+// zen.torch's C++ extension (module zen.torch._zen_torch): torch tensors in, Zen's C API
+// (bindings/c_api.h, libzen.so) underneath. Framework ops only post requests: every
+// *_async function hands the tensor's memory to the daemon as it is (no copy; Python keeps
+// the tensors alive until synchronize) and returns the handle; wait() blocks with the GIL
+// released. Outputs the daemon allocates (sparse result, gathered tensor) become torch
+// tensors over the daemon's memory, which is released with the last of them.
+//
+// Errors: enqueue failures raise ValueError for bad arguments (a name in flight, an
+// unsupported dtype, not initialized) and RuntimeError otherwise; a failed operation raises
+// RuntimeError with the daemon's message from wait() (zen.torch turns it into
+// HorovodInternalError, a RuntimeError, as horovod.torch does).
+#include <torch/extension.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "bindings/c_api.h"
+
+namespace {
+
+[[noreturn]] void raiseEnqueueError(int code) {
+  const std::string message = zen_last_error();
+  if (code == ZEN_INVALID_ARGUMENT || code == ZEN_NOT_INITIALIZED) {
+    throw std::invalid_argument(message);
+  }
+  throw std::runtime_error(message);
+}
+
+void checkEnqueue(int code) {
+  if (code != ZEN_OK) raiseEnqueueError(code);
+}
+
+int32_t dtypeOf(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat32:
+      return ZEN_FLOAT32;
+    case torch::kFloat16:
+      return ZEN_FLOAT16;
+    case torch::kBFloat16:
+      return ZEN_BFLOAT16;
+    case torch::kFloat64:
+      return ZEN_FLOAT64;
+    case torch::kInt32:
+      return ZEN_INT32;
+    case torch::kInt64:
+      return ZEN_INT64;
+    default:
+      throw std::invalid_argument(std::string("Tensor type ") + t.toString() +
+                                  " is not supported by zen (float32, float16, bfloat16, "
+                                  "float64, int32, int64).");
+  }
+}
+
+torch::ScalarType scalarTypeOf(int32_t dtype) {
+  switch (dtype) {
+    case ZEN_FLOAT16:
+      return torch::kFloat16;
+    case ZEN_BFLOAT16:
+      return torch::kBFloat16;
+    case ZEN_FLOAT64:
+      return torch::kFloat64;
+    case ZEN_INT32:
+      return torch::kInt32;
+    case ZEN_INT64:
+      return torch::kInt64;
+    default:
+      return torch::kFloat32;
+  }
+}
+
+void checkHostContiguous(const torch::Tensor& t, const char* what) {
+  if (!t.device().is_cpu()) {
+    throw std::invalid_argument(std::string(what) + " is on " + t.device().str() +
+                                "; this build of zen.torch synchronizes CPU tensors");
+  }
+  if (!t.is_contiguous()) throw std::invalid_argument(std::string(what) + " is not contiguous");
+}
+
+// A view of a tensor for the C API; the shape lives as long as the view.
+struct TensorArg {
+  std::vector<int64_t> shape;
+  zen_tensor_t c{};
+
+  TensorArg(const torch::Tensor& t, const char* what) {
+    checkHostContiguous(t, what);
+    shape = t.sizes().vec();
+    c.data = t.data_ptr();
+    c.dtype = dtypeOf(t);
+    c.ndims = static_cast<int32_t>(shape.size());
+    c.shape = shape.data();
+  }
+};
+
+// Releases the handle when the last tensor over its outputs is freed.
+struct HandleGuard {
+  explicit HandleGuard(zen_handle_t h) : handle(h) {}
+  ~HandleGuard() { zen_release(handle); }
+  HandleGuard(const HandleGuard&) = delete;
+  HandleGuard& operator=(const HandleGuard&) = delete;
+  zen_handle_t handle;
+};
+
+torch::Tensor overDaemonMemory(const void* data,
+                               std::vector<int64_t> sizes,
+                               torch::ScalarType type,
+                               const std::shared_ptr<HandleGuard>& guard) {
+  int64_t count = 1;
+  for (int64_t s : sizes) count *= s;
+  if (count == 0 || data == nullptr) return torch::empty(sizes, torch::dtype(type));
+  return torch::from_blob(
+      const_cast<void*>(data), sizes, [guard](void*) {}, torch::dtype(type));
+}
+
+int64_t allreduceAsync(const std::string& name,
+                       const torch::Tensor& input,
+                       const torch::Tensor& output,
+                       int32_t op) {
+  TensorArg in(input, "allreduce input");
+  TensorArg out(output, "allreduce output");
+  zen_handle_t h = 0;
+  checkEnqueue(zen_enqueue_allreduce(name.c_str(), &in.c, &out.c, op, ZEN_NO_COMPLETION, &h));
+  return h;
+}
+
+std::vector<int64_t> groupedAllreduceAsync(const std::vector<std::string>& names,
+                                           const std::vector<torch::Tensor>& inputs,
+                                           const std::vector<torch::Tensor>& outputs,
+                                           int32_t op) {
+  if (names.size() != inputs.size() || inputs.size() != outputs.size() || inputs.empty()) {
+    throw std::invalid_argument("grouped allreduce: one name and output per input tensor");
+  }
+  std::vector<std::unique_ptr<TensorArg>> args;
+  std::vector<zen_op_t> ops(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    args.push_back(std::make_unique<TensorArg>(inputs[i], "grouped allreduce input"));
+    args.push_back(std::make_unique<TensorArg>(outputs[i], "grouped allreduce output"));
+    zen_op_t& o = ops[i];
+    o = zen_op_t{};
+    o.kind = ZEN_OP_ALLREDUCE;
+    o.name = names[i].c_str();
+    o.input = args[args.size() - 2]->c;
+    o.output = args.back()->c;
+    o.reduce_op = op;
+  }
+  std::vector<zen_handle_t> handles(inputs.size());
+  checkEnqueue(zen_enqueue_group(ops.data(), static_cast<int32_t>(ops.size()), handles.data()));
+  return std::vector<int64_t>(handles.begin(), handles.end());
+}
+
+// indices: [nnz] int64 rows; values: [nnz, ...] (row_size = product of the trailing dims).
+int64_t sparseAllreduceAsync(const std::string& name,
+                             const torch::Tensor& indices,
+                             const torch::Tensor& values,
+                             int64_t numRows,
+                             int32_t op,
+                             const c10::optional<torch::Tensor>& denseOutput) {
+  checkHostContiguous(indices, "sparse indices");
+  checkHostContiguous(values, "sparse values");
+  if (indices.scalar_type() != torch::kInt64 || indices.dim() != 1) {
+    throw std::invalid_argument("sparse indices must be a 1-D int64 tensor");
+  }
+  if (values.dim() < 1 || values.size(0) != indices.size(0)) {
+    throw std::invalid_argument("sparse values need one row per index");
+  }
+  zen_sparse_tensor_t s{};
+  s.indices = indices.data_ptr<int64_t>();
+  s.values = values.data_ptr();
+  s.nnz = indices.size(0);
+  s.num_rows = numRows;
+  s.row_size = 1;
+  for (int64_t d = 1; d < values.dim(); ++d) s.row_size *= values.size(d);
+  s.dtype = dtypeOf(values);
+  zen_handle_t h = 0;
+  if (denseOutput.has_value()) {
+    TensorArg out(*denseOutput, "sparse allreduce dense output");
+    checkEnqueue(zen_enqueue_sparse_allreduce(name.c_str(), &s, op, &out.c, ZEN_NO_COMPLETION, &h));
+  } else {
+    checkEnqueue(
+        zen_enqueue_sparse_allreduce(name.c_str(), &s, op, nullptr, ZEN_NO_COMPLETION, &h));
+  }
+  return h;
+}
+
+int64_t allgatherAsync(const std::string& name, const torch::Tensor& input) {
+  TensorArg in(input, "allgather input");
+  zen_handle_t h = 0;
+  checkEnqueue(zen_enqueue_allgather(name.c_str(), &in.c, ZEN_NO_COMPLETION, &h));
+  return h;
+}
+
+int64_t broadcastAsync(const std::string& name, const torch::Tensor& tensor, int32_t root) {
+  TensorArg t(tensor, "broadcast tensor");
+  zen_handle_t h = 0;
+  checkEnqueue(zen_enqueue_broadcast(name.c_str(), &t.c, root, ZEN_NO_COMPLETION, &h));
+  return h;
+}
+
+int64_t joinAsync() {
+  zen_handle_t h = 0;
+  checkEnqueue(zen_enqueue_join(ZEN_NO_COMPLETION, &h));
+  return h;
+}
+
+int64_t barrierAsync() {
+  zen_handle_t h = 0;
+  checkEnqueue(zen_enqueue_barrier(ZEN_NO_COMPLETION, &h));
+  return h;
+}
+
+bool poll(int64_t handle) {
+  int done = 0;
+  if (zen_poll(handle, &done) != ZEN_OK) throw std::invalid_argument(zen_last_error());
+  return done != 0;
+}
+
+// Waits with the GIL released, a slice at a time so that Ctrl-C still interrupts.
+void wait(int64_t handle) {
+  for (;;) {
+    int code = 0;
+    {
+      pybind11::gil_scoped_release release;
+      code = zen_wait(handle, 0.2);
+    }
+    if (code == ZEN_OK) return;
+    if (code == ZEN_UNKNOWN_HANDLE) throw std::invalid_argument(zen_last_error());
+    if (code != ZEN_PENDING) throw std::runtime_error(zen_last_error());
+    if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
+  }
+}
+
+std::vector<torch::Tensor> sparseResult(int64_t handle) {
+  zen_sparse_result_t r{};
+  if (zen_sparse_result(handle, &r) != ZEN_OK) throw std::runtime_error(zen_last_error());
+  auto guard = std::make_shared<HandleGuard>(handle);
+  return {overDaemonMemory(r.indices, {r.nnz}, torch::kInt64, guard),
+          overDaemonMemory(r.values, {r.nnz, r.row_size}, scalarTypeOf(r.dtype), guard)};
+}
+
+// like: a tensor of the gathered dtype (the input).
+torch::Tensor allgatherResult(int64_t handle, const torch::Tensor& like) {
+  const torch::ScalarType type = like.scalar_type();
+  zen_gathered_t g{};
+  if (zen_allgather_result(handle, &g) != ZEN_OK) throw std::runtime_error(zen_last_error());
+  auto guard = std::make_shared<HandleGuard>(handle);
+  return overDaemonMemory(g.data, std::vector<int64_t>(g.shape, g.shape + g.ndims), type, guard);
+}
+
+int joinResult(int64_t handle) {
+  int32_t last = -1;
+  if (zen_join_result(handle, &last) != ZEN_OK) throw std::runtime_error(zen_last_error());
+  return last;
+}
+
+void release(int64_t handle) {
+  if (zen_release(handle) != ZEN_OK) throw std::invalid_argument(zen_last_error());
+}
+
+void init() {
+  int code = 0;
+  {
+    pybind11::gil_scoped_release release;
+    code = zen_init();
+  }
+  if (code != ZEN_OK) throw std::runtime_error(std::string("zen init: ") + zen_last_error());
+}
+
+// The cause the job stopped with when another rank stopped it first, "" otherwise.
+std::string shutdown() {
+  int code = 0;
+  {
+    pybind11::gil_scoped_release release;
+    code = zen_shutdown();
+  }
+  return code == ZEN_OK ? std::string() : std::string(zen_last_error());
+}
+
+int placement(int value) {
+  if (value < 0) throw std::invalid_argument("zen has not been initialized; use hvd.init().");
+  return value;
+}
+
+std::string statsJson() {
+  char* json = nullptr;
+  if (zen_stats_json(&json) != ZEN_OK) throw std::invalid_argument(zen_last_error());
+  std::string out(json);
+  zen_free(json);
+  return out;
+}
+
+void startTimeline(const std::string& path, bool markCycles) {
+  const int code = zen_start_timeline(path.c_str(), markCycles ? 1 : 0);
+  if (code != ZEN_OK) raiseEnqueueError(code);
+}
+
+void stopTimeline() {
+  const int code = zen_stop_timeline();
+  if (code != ZEN_OK) raiseEnqueueError(code);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "zen.torch's C++ extension over Zen's C API (libzen.so)";
+  m.attr("SUM") = static_cast<int>(ZEN_SUM);
+  m.attr("AVERAGE") = static_cast<int>(ZEN_AVERAGE);
+  m.def("init", &init);
+  m.def("shutdown", &shutdown);
+  m.def("is_initialized", [] { return zen_is_initialized() != 0; });
+  m.def("rank", [] { return placement(zen_rank()); });
+  m.def("size", [] { return placement(zen_size()); });
+  m.def("local_rank", [] { return placement(zen_local_rank()); });
+  m.def("local_size", [] { return placement(zen_local_size()); });
+  m.def("cross_rank", [] { return placement(zen_cross_rank()); });
+  m.def("cross_size", [] { return placement(zen_cross_size()); });
+  m.def("backend", [] { return std::string(zen_backend()); });
+  m.def("version", [] { return std::string(zen_version()); });
+  m.def("allreduce_async", &allreduceAsync);
+  m.def("grouped_allreduce_async", &groupedAllreduceAsync);
+  m.def("sparse_allreduce_async", &sparseAllreduceAsync);
+  m.def("allgather_async", &allgatherAsync);
+  m.def("broadcast_async", &broadcastAsync);
+  m.def("join_async", &joinAsync);
+  m.def("barrier_async", &barrierAsync);
+  m.def("poll", &poll);
+  m.def("wait", &wait);
+  m.def("sparse_result", &sparseResult);
+  m.def("allgather_result", &allgatherResult);
+  m.def("join_result", &joinResult);
+  m.def("release", &release);
+  m.def("stats_json", &statsJson);
+  m.def("start_timeline", &startTimeline);
+  m.def("stop_timeline", &stopTimeline);
+}
