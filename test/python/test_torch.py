@@ -4,7 +4,7 @@ against one-process training, per scheme); this file reads their per-check repor
 
 Run: tools/build-python && /usr/bin/python3 -m pytest -q test/python/test_torch.py
 (CTest: python_torch_*, which build the extension first.) ZENTEST_TORCH_JOBS selects the
-jobs (comma-separated: np2, np4, mpi, train2, train4, single; default all).
+jobs (comma-separated: np2, np4, mpi, train2, train4, single, example; default all).
 
 Each job is one zenrun launch (importing torch is the slow part), bounded by a subprocess
 timeout; the daemon's stall shutdown turns a rank that stops posting into errors on every
@@ -36,7 +36,8 @@ import torch_checks  # noqa: E402
 
 CHECK_NAMES = [fn.__name__ for fn in torch_checks.CHECKS]
 SELECTED = set(filter(None, os.environ.get("ZENTEST_TORCH_JOBS",
-                                           "np2,np4,mpi,train2,train4,single").split(",")))
+                                           "np2,np4,mpi,train2,train4,single,example")
+                    .split(",")))
 
 
 def run_job(np, script, args, mpi=False, timeout=240, tmp_path=None):
@@ -120,7 +121,7 @@ def test_training_matches_one_process_four_ranks(job_train4, check):
 def test_jobs_exit_cleanly(request):
     """Every selected job ended with exit code 0 (a rank that crashed after its last
     report, say in shutdown, fails here)."""
-    for key in sorted(SELECTED - {"single"}):
+    for key in sorted(SELECTED - {"single", "example"}):
         fixture = {"np2": "job_np2", "np4": "job_np4", "mpi": "job_mpi",
                    "train2": "job_train2", "train4": "job_train4"}[key]
         try:
@@ -147,3 +148,30 @@ def test_single_process_without_launcher():
     proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120,
                           env=env)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_word_lm_example():
+    """examples/torch_word_lm.py (the fortunes corpus) runs a few steps per scheme on two
+    ranks; every scheme gives the same loss, and the sparse schemes move fewer embedding
+    bytes than the dense one."""
+    if "example" not in SELECTED:
+        pytest.skip("job example not selected (ZENTEST_TORCH_JOBS)")
+    if not os.path.isdir("/usr/share/games/fortunes"):
+        pytest.skip("Debian's fortunes package is not installed (tools/setup)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEN_", "ZENRUN_"))}
+    env["PYTHONPATH"] = os.path.join(ROOT, "bindings", "python")
+    proc = subprocess.run([ZENRUN, "-np", "2", PYTHON, os.path.join(ROOT, "examples",
+                                                                    "torch_word_lm.py"),
+                           "--steps", "3", "--schemes", "zen,agsparse,dense", "--vocab", "2000",
+                           "--print-every", "1"],
+                          capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    table = {}
+    for line in proc.stdout.splitlines():
+        m = re.match(r"^\[0\]<stdout>:(zen|agsparse|dense)\s+([0-9.]+)\s+[0-9]+\s+[0-9.]+"
+                     r"\s+([0-9.]+)", line)
+        if m:
+            table[m.group(1)] = (float(m.group(2)), float(m.group(3)))
+    assert sorted(table) == ["agsparse", "dense", "zen"], proc.stdout[-4000:]
+    assert len({loss for loss, _ in table.values()}) == 1, table
+    assert table["zen"][1] < table["dense"][1] and table["agsparse"][1] < table["dense"][1]
