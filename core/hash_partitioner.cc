@@ -321,20 +321,29 @@ void HashPartitioner::mergeDuplicates(const SparseView& in, const Sizing& sizing
   });
 }
 
-Status HashPartitioner::partition(const SparseView& in, PushLists* out, PartitionStats* stats) {
-  ZEN_CHECK_ARG(in.device.kind == Device::Kind::kCpu, "the CPU partitioner got a tensor on {}",
-                in.device.toString());
+Status checkPartitionInput(const IndexMap& map,
+                           const SparseView& in,
+                           Device::Kind device,
+                           int64_t maxEntries) {
+  ZEN_CHECK_ARG(in.device.kind == device, "the {} partitioner got a tensor on {}",
+                device == Device::Kind::kCpu ? "CPU" : "GPU", in.device.toString());
   ZEN_CHECK_ARG(in.rowSize >= 1, "row size must be at least 1, got {}", in.rowSize);
   ZEN_CHECK_ARG(in.nnz >= 0, "negative nnz {}", in.nnz);
-  ZEN_CHECK_ARG(static_cast<uint64_t>(in.numRows) == map_.numRows(),
-                "tensor has {} rows but the index map was built for {}", in.numRows,
-                map_.numRows());
+  ZEN_CHECK_ARG(static_cast<uint64_t>(in.numRows) == map.numRows(),
+                "tensor has {} rows but the index map was built for {}", in.numRows, map.numRows());
   ZEN_CHECK_ARG(in.nnz == 0 || (in.indices != nullptr && in.values != nullptr),
                 "sparse tensor with {} non-zeros has no index or value buffer", in.nnz);
-  ZEN_CHECK_ARG(in.nnz < static_cast<int64_t>(kMaxEntries),
-                "{} entries exceed the partitioner's 2^32 - 1 per call", in.nnz);
-  ZEN_CHECK_ARG(map_.chunk() < kMaxEntries, "{} rows over {} parts exceed 2^32 positions per part",
-                map_.numRows(), map_.numParts());
+  ZEN_CHECK_ARG(in.nnz <= maxEntries, "{} entries exceed the partitioner's {} per call", in.nnz,
+                maxEntries);
+  ZEN_CHECK_ARG(map.chunk() < 0xffffffffULL,
+                "{} rows over {} parts exceed 2^32 - 1 positions per part", map.numRows(),
+                map.numParts());
+  return Status::ok();
+}
+
+Status HashPartitioner::partition(const SparseView& in, PushLists* out, PartitionStats* stats) {
+  ZEN_RETURN_IF_ERROR(
+      checkPartitionInput(map_, in, Device::Kind::kCpu, static_cast<int64_t>(kMaxEntries) - 1));
 
   const Sizing sizing = sizeFor(in.nnz);
   const int64_t tasks = ceilDiv(in.nnz, kEntriesPerTask);

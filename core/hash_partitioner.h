@@ -21,6 +21,14 @@ struct HashPartitionOptions {
   uint64_t seed = 0x5eed2e2ULL;  // level-2 hash seed (level 1 lives in the IndexMap)
 };
 
+// The checks every partitioner (CPU and GPU) makes before touching its input: the device
+// kind, sizes, buffers, the index map's row count, at most maxEntries entries per call and
+// local positions that fit 32 bits. Index ranges are checked while partitioning.
+Status checkPartitionInput(const IndexMap& map,
+                           const SparseView& in,
+                           Device::Kind device,
+                           int64_t maxEntries);
+
 // Algorithm 1 (ALGORITHMS.md §3): data-independent hierarchical hashing, the Push
 // partitioner. Level 1 is IndexMap::place (owner + local position); level 2 claims a slot in
 // the owner's parallel memory with compare-exchange over k probes, then appends to a bounded

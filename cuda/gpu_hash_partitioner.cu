@@ -224,20 +224,7 @@ Status GpuHashPartitioner::partition(const SparseView& in,
                                      PartitionStats* stats,
                                      GpuPartitionTimes* times) {
   ZEN_CHECK_ARG(out != nullptr, "the GPU partitioner needs an output");
-  ZEN_CHECK_ARG(in.device.kind == Device::Kind::kCuda, "the GPU partitioner got a tensor on {}",
-                in.device.toString());
-  ZEN_CHECK_ARG(in.rowSize >= 1, "row size must be at least 1, got {}", in.rowSize);
-  ZEN_CHECK_ARG(in.nnz >= 0, "negative nnz {}", in.nnz);
-  ZEN_CHECK_ARG(static_cast<uint64_t>(in.numRows) == map_.numRows(),
-                "tensor has {} rows but the index map was built for {}", in.numRows,
-                map_.numRows());
-  ZEN_CHECK_ARG(in.nnz == 0 || (in.indices != nullptr && in.values != nullptr),
-                "sparse tensor with {} non-zeros has no index or value buffer", in.nnz);
-  ZEN_CHECK_ARG(in.nnz <= kMaxPartitionEntries,
-                "{} entries exceed the GPU partitioner's 2^31 - 1 per call", in.nnz);
-  ZEN_CHECK_ARG(map_.chunk() < 0xffffffffULL,
-                "{} rows over {} parts exceed 2^32 - 1 positions per part", map_.numRows(),
-                map_.numParts());
+  ZEN_RETURN_IF_ERROR(checkPartitionInput(map_, in, Device::Kind::kCuda, kMaxPartitionEntries));
 
   const int n = map_.numParts();
   const int64_t nnz = in.nnz;
