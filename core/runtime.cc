@@ -73,6 +73,7 @@ Result<std::unique_ptr<Runtime>> Runtime::create(RuntimeOptions options,
     rt->timeline_ = std::move(t);
   }
   rt->thread_ = std::thread([r = rt.get()] { r->loop(); });
+  rt->loopId_ = rt->thread_.get_id();
   return rt;
 }
 
@@ -108,7 +109,7 @@ Status Runtime::shutdown() {
   shutdownRequested_ = true;
   queue_.interrupt();
   // From a callback (the loop's own thread): the loop ends after this cycle's agreement.
-  if (std::this_thread::get_id() == thread_.get_id()) return Status::ok();
+  if (std::this_thread::get_id() == loopId_) return Status::ok();
   {
     std::lock_guard<std::mutex> lock(joinMu_);
     if (thread_.joinable()) thread_.join();

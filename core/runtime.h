@@ -179,6 +179,7 @@ class Runtime {
 
   std::mutex joinMu_;
   std::thread thread_;
+  std::thread::id loopId_;  // the background thread's id, fixed at create
 };
 
 }  // namespace zen

@@ -9,14 +9,35 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <string>
 
 #include "test/runtime/runtime_test_util.h"
+
+extern char** environ;
 
 namespace zen::testing {
 namespace {
 
+// The MPI launcher's placement from the environment and nothing else: the job under test must
+// not depend on whatever ZEN_* variables the caller's shell holds (ZEN_BUILD_DIR, say).
+Result<Config> placementConfig() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const size_t eq = entry.find('=');
+    const std::string name = entry.substr(0, eq);
+    if (eq != std::string::npos &&
+        (name.rfind("OMPI_COMM_WORLD_", 0) == 0 || name.rfind("PMI_", 0) == 0)) {
+      env[name] = entry.substr(eq + 1);
+    }
+  }
+  env["ZEN_TIMEOUT"] = std::to_string(30 * kSlowdown);
+  return Config::parse(env);
+}
+
 std::unique_ptr<Runtime> mpiRuntime() {
-  auto config = Config::fromEnvironment();
+  auto config = placementConfig();
   EXPECT_TRUE(config.isOk()) << config.status().toString();
   if (!config.isOk()) return nullptr;
   EXPECT_EQ(bindings::backendFor(config.value()), bindings::Backend::kMpi);
@@ -77,7 +98,7 @@ TEST(MpiRuntime, ShutdownByOneRankStopsAll) {
 // handle. Under Open MPI nobody returns: mpirun kills the job. "survived" would mean a rank saw
 // an error instead (a fault-tolerant MPI).
 int deadPeer(int victim) {
-  auto config = Config::fromEnvironment();
+  auto config = placementConfig();
   if (!config.isOk()) return 3;
   auto rt = bindings::createRuntime(config.value());
   if (!rt.isOk()) return 4;

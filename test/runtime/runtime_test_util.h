@@ -9,6 +9,7 @@
 #include <spdlog/spdlog.h>
 
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -1,0 +1,121 @@
+// Completion through callbacks (they run on the background thread before waiters wake, may
+// enqueue the next operation, and may ask for shutdown), and every sparse scheme behind the
+// runtime's fused buckets.
+#include <atomic>
+
+#include "test/runtime/runtime_test_util.h"
+
+namespace zen::testing {
+namespace {
+
+constexpr int kRanks = 4;
+
+// Each rank chains 20 allreduces: the callback of step s enqueues step s + 1 (a framework's
+// done() continuing the graph). The loop's thread must accept enqueues from itself.
+TEST(RuntimeCallbacks, CallbacksRunFirstAndMayEnqueue) {
+  constexpr int kSteps = 20;
+  Job job(kRanks);
+  job.onEachRank([&](int r, Runtime& rt) {
+    std::vector<float> x(3, 1.0f);
+    std::atomic<int> completed{0};
+    std::promise<Status> last;
+    std::function<void(int)> post = [&](int s) {
+      auto op = TensorOp::allreduce("chain", denseView(x, {3}), denseView(x, {3}), ReduceOp::kSum);
+      op.withCallback([&, s](const Status& st, OpResult&) {
+        ++completed;
+        if (!st.isOk() || s + 1 == kSteps) return last.set_value(st);
+        for (float& v : x) v = 1.0f;
+        post(s + 1);
+      });
+      auto h = rt.enqueue(std::move(op));
+      if (!h.isOk()) last.set_value(h.status());
+    };
+    post(0);
+    auto done = last.get_future();
+    ASSERT_EQ(done.wait_for(std::chrono::duration<double>(kWaitSeconds)), std::future_status::ready)
+        << "rank " << r;
+    EXPECT_TRUE(done.get().isOk());
+    EXPECT_EQ(completed.load(), kSteps);
+    for (float v : x) EXPECT_EQ(v, float(kRanks));
+  });
+}
+
+TEST(RuntimeCallbacks, HandleIsDoneOnlyAfterItsCallback) {
+  Job job(2);
+  job.onEachRank([&](int, Runtime& rt) {
+    std::vector<float> x(2, 1.0f);
+    std::atomic<bool> called{false};
+    auto h = rt.enqueue(TensorOp::allreduce("x", denseView(x, {2}), denseView(x, {2}))
+                            .withCallback([&](const Status&, OpResult&) {
+                              std::this_thread::sleep_for(std::chrono::milliseconds(20));
+                              called = true;
+                            }));
+    ASSERT_TRUE(h.isOk());
+    ASSERT_TRUE(waitFor(h.value()).isOk());
+    EXPECT_TRUE(called.load());
+  });
+}
+
+TEST(RuntimeCallbacks, ShutdownFromACallbackDoesNotDeadlock) {
+  Job job(2);
+  job.onEachRank([&](int r, Runtime& rt) {
+    std::vector<float> x(2, 1.0f), y(2, 1.0f);
+    auto first = rt.enqueue(TensorOp::allreduce("x", denseView(x, {2}), denseView(x, {2}))
+                                .withCallback([&rt, r](const Status&, OpResult&) {
+                                  if (r == 0) {
+                                    EXPECT_TRUE(rt.shutdown().isOk());
+                                  }
+                                }));
+    ASSERT_TRUE(first.isOk());
+    EXPECT_TRUE(waitFor(first.value()).isOk());
+    // Whatever comes next ends with rank 0's request.
+    auto next = rt.enqueue(TensorOp::allreduce("y", denseView(y, {2}), denseView(y, {2})));
+    const Status s = next.isOk() ? waitFor(next.value()) : next.status();
+    EXPECT_NE(s.message().find("shut down by rank 0 at user request"), std::string::npos)
+        << s.toString();
+  });
+}
+
+class RuntimeSchemes : public ::testing::TestWithParam<const char*> {};
+
+// Three sparse tensors of different row counts fused into one bucket (one with a dense
+// output), through each scheme, five steps with nnz changing every step.
+TEST_P(RuntimeSchemes, FusedSparseBucketsMatchTheReference) {
+  Job job(kRanks, testConfig({{"ZEN_SCHEME", GetParam()}}));
+  constexpr int64_t kRows[3] = {300, 17, 1000};
+  job.onEachRank([&](int r, Runtime& rt) {
+    for (int s = 0; s < 5; ++s) {
+      std::vector<std::vector<SparseInput>> in(3);
+      for (int t = 0; t < 3; ++t) {
+        for (int p = 0; p < kRanks; ++p) {
+          in[t].push_back(makeSparse(s * 100 + t * 10 + p, kRows[t], 2, 0.02 + 0.03 * t));
+        }
+      }
+      std::vector<float> dense(static_cast<size_t>(kRows[2] * 2));
+      std::vector<TensorOp> ops;
+      ops.push_back(TensorOp::sparseAllreduce("a", in[0][r].view(), ReduceOp::kSum));
+      ops.push_back(TensorOp::sparseAllreduce("b", in[1][r].view(), ReduceOp::kSum));
+      ops.push_back(TensorOp::sparseAllreduce("c", in[2][r].view(), ReduceOp::kSum,
+                                              denseView(dense, {kRows[2], 2})));
+      auto hs = rt.enqueueGroup(std::move(ops));
+      ASSERT_TRUE(hs.isOk()) << hs.status().toString();
+      for (const Handle& h : hs.value()) ASSERT_TRUE(waitFor(h).isOk()) << GetParam();
+      EXPECT_EQ(densify(hs.value()[0].result().sparse), denseSum(in[0]));
+      EXPECT_EQ(densify(hs.value()[1].result().sparse), denseSum(in[1]));
+      EXPECT_EQ(dense, denseSum(in[2]));
+    }
+    const RuntimeStats stats = rt.stats();
+    EXPECT_EQ(stats.bucketsExecuted, 5u);  // the three tensors always fused
+    EXPECT_EQ(stats.bucketsByScheme.at(std::string(GetParam()) == "auto" ? "zen" : GetParam()), 5u);
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes,
+                         RuntimeSchemes,
+                         ::testing::Values("auto", "zen", "hc", "agsparse", "blocks", "dense"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
+
+}  // namespace
+}  // namespace zen::testing
