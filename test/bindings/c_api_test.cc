@@ -325,7 +325,7 @@ int everyFunction(int rank, int n) {
               75);
 
   // Pending: rank 0 posts first and sees ZEN_PENDING while the others sleep.
-  if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
   CHILD_CHECK(zen_enqueue_barrier(ZEN_NO_COMPLETION, &h1) == ZEN_OK, 80);
   if (rank == 0 && n > 1) {
     CHILD_CHECK(zen_wait(h1, 0.05) == ZEN_PENDING, 81);
