@@ -1,0 +1,64 @@
+"""zen-timeline on a real run, and zenrun's flags reaching the daemon: zenrun launches 2 ranks
+of timeline_job.py with --timeline-filename and --scheme; the daemon's stats (through the
+zen.torch API) must show the scheme, the per-rank timeline files must exist and parse, and
+`zen-timeline summarize/plot` must read them: the negotiation and the zen scheme's phases
+with the bytes the stats report."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+ZENRUN = os.path.join(ROOT, "tools", "zenrun")
+TIMELINE = os.path.join(ROOT, "tools", "zen-timeline")
+PYTHON = "/usr/bin/python3"
+
+
+def test_real_timeline_summarize_and_plot(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEN_", "ZENRUN_"))}
+    env.update({"ZEN_TIMEOUT": "30", "ZEN_THREADS": "1", "OMP_NUM_THREADS": "1",
+                "ZEN_STALL_SHUTDOWN_TIME_SECONDS": "20",
+                "PYTHONPATH": os.path.join(ROOT, "bindings", "python")})
+    trace = tmp_path / "run.json"
+    proc = subprocess.run(
+        [ZENRUN, "-np", "2", "--timeline-filename", str(trace), "--scheme", "zen",
+         "--cycle-time-ms", "2", PYTHON, os.path.join(HERE, "timeline_job.py")],
+        capture_output=True, text=True, timeout=240, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stats = {}
+    for line in proc.stdout.splitlines():
+        if "ZENTEST_STATS " in line:
+            rank = int(line[1:line.index("]")])
+            stats[rank] = json.loads(line.split("ZENTEST_STATS ", 1)[1])
+    assert sorted(stats) == [0, 1], proc.stdout
+    for rank in (0, 1):  # --scheme reached every rank's daemon
+        assert stats[rank]["tensors"]["sparse_allreduce.emb.w"]["last_scheme"] == "zen", stats
+        assert stats[rank]["buckets_by_scheme"].get("zen") == 5, stats
+
+    files = sorted(str(p) for p in tmp_path.glob("run.rank*.json"))
+    assert len(files) == 2, list(tmp_path.iterdir())
+    for f in files:
+        with open(f) as fh:
+            assert isinstance(json.load(fh), list)
+
+    summary = subprocess.run([PYTHON, TIMELINE, "summarize", "--json"] + files,
+                             capture_output=True, text=True, timeout=120)
+    assert summary.returncode == 0, summary.stderr
+    report = json.loads(summary.stdout)
+    phases = json.dumps(report)
+    for phase in ("NEGOTIATE", "PUSH", "PULL"):
+        assert phase in phases, phase
+    assert "emb.w" in phases and "dense.w" in phases
+
+    human = subprocess.run([PYTHON, TIMELINE, "summarize"] + files,
+                           capture_output=True, text=True, timeout=120)
+    assert human.returncode == 0 and "NEGOTIATE" in human.stdout, human.stderr
+
+    png = tmp_path / "run.png"
+    plot = subprocess.run([PYTHON, TIMELINE, "plot", files[0], "-o", str(png)],
+                          capture_output=True, text=True, timeout=180)
+    assert plot.returncode == 0, plot.stderr
+    assert png.stat().st_size > 10_000
