@@ -103,31 +103,19 @@ void runMpi(const RankOptions& options, const std::function<void(Transport&)>& f
 }
 
 [[noreturn]] void runChild(int rank,
-                           int n,
                            const std::string& address,
-                           double timeoutSeconds,
                            int portFd,
-                           const std::function<int(Transport&)>& body) {
-  int code = 90;
+                           const RankChild& child) {
+  int code = 91;
   try {
-    TcpOptions o;
-    o.rank = rank;
-    o.size = n;
-    o.timeoutSeconds = timeoutSeconds;
-    o.secret = "fork-secret";
-    o.rendezvousAddr = address;
+    std::function<void(uint16_t)> report;
     if (portFd >= 0) {
-      o.onListening = [portFd](uint16_t port) {
+      report = [portFd](uint16_t port) {
         if (write(portFd, &port, sizeof(port)) != sizeof(port)) _exit(92);
         close(portFd);
       };
     }
-    Result<std::unique_ptr<Transport>> transport = createTcpTransport(o);
-    if (transport.isOk()) {
-      code = body(*transport.value());
-    } else {
-      std::fprintf(stderr, "rank %d: %s\n", rank, transport.status().toString().c_str());
-    }
+    code = child(rank, address, report);
   } catch (...) {
     code = 91;
   }
@@ -165,11 +153,10 @@ void runRanks(const TransportParam& param,
   runThreads(param, options, fn);
 }
 
-std::vector<ProcessEnd> forkTcpRanks(int n,
-                                     double timeoutSeconds,
-                                     double limitSeconds,
-                                     const std::function<int(Transport&)>& body,
-                                     int lingering) {
+std::vector<ProcessEnd> forkRanks(int n,
+                                  double limitSeconds,
+                                  const RankChild& child,
+                                  int lingering) {
   std::vector<ProcessEnd> ends(n);
   std::vector<pid_t> pids(n, -1);
   int fds[2];
@@ -182,7 +169,7 @@ std::vector<ProcessEnd> forkTcpRanks(int n,
   pids[0] = fork();
   if (pids[0] == 0) {
     close(fds[0]);
-    runChild(0, n, "127.0.0.1:0", timeoutSeconds, fds[1], body);
+    runChild(0, "127.0.0.1:0", fds[1], child);
   }
   close(fds[1]);
   uint16_t port = 0;
@@ -191,9 +178,7 @@ std::vector<ProcessEnd> forkTcpRanks(int n,
       read(fds[0], &port, sizeof(port)) == sizeof(port)) {
     for (int r = 1; r < n; ++r) {
       pids[r] = fork();
-      if (pids[r] == 0) {
-        runChild(r, n, "127.0.0.1:" + std::to_string(port), timeoutSeconds, -1, body);
-      }
+      if (pids[r] == 0) runChild(r, "127.0.0.1:" + std::to_string(port), -1, child);
     }
   } else {
     ADD_FAILURE() << "rank 0 never reported its port";
@@ -227,6 +212,29 @@ std::vector<ProcessEnd> forkTcpRanks(int n,
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return ends;
+}
+
+std::vector<ProcessEnd> forkTcpRanks(int n,
+                                     double timeoutSeconds,
+                                     double limitSeconds,
+                                     const std::function<int(Transport&)>& body,
+                                     int lingering) {
+  auto child = [&](int rank, const std::string& address, std::function<void(uint16_t)> report) {
+    TcpOptions o;
+    o.rank = rank;
+    o.size = n;
+    o.timeoutSeconds = timeoutSeconds;
+    o.secret = "fork-secret";
+    o.rendezvousAddr = address;
+    o.onListening = std::move(report);
+    Result<std::unique_ptr<Transport>> transport = createTcpTransport(o);
+    if (!transport.isOk()) {
+      std::fprintf(stderr, "rank %d: %s\n", rank, transport.status().toString().c_str());
+      return 90;
+    }
+    return body(*transport.value());
+  };
+  return forkRanks(n, limitSeconds, child, lingering);
 }
 
 uint8_t patternByte(int from, int to, size_t i) {

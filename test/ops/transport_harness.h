@@ -43,11 +43,22 @@ struct ProcessEnd {
   bool killedByHarness = false;
 };
 
-// Forks n processes that form a TCP job on 127.0.0.1 (rank 0 picks a free port and reports it
-// through a pipe before the others start) and runs body in each; its return value becomes
-// the exit code (90: the transport could not be created). Processes still running after
-// limitSeconds are killed with SIGKILL, and so is rank `lingering` (say, one that stopped
-// itself) once every other rank has ended. Call before any MPI initialization.
+// What a forked rank runs: `rendezvous` is rank 0's address on 127.0.0.1 (port 0 for rank 0
+// itself, which passes its real port to reportPort once bound; the others are forked after
+// that). The return value becomes the exit code.
+using RankChild =
+    std::function<int(int rank, const std::string& rendezvous, std::function<void(uint16_t)>)>;
+
+// Forks n processes running child, rank 0 first. Processes still running after limitSeconds
+// are killed with SIGKILL, and so is rank `lingering` (say, one that stopped itself) once
+// every other rank has ended. Call before any MPI initialization.
+std::vector<ProcessEnd> forkRanks(int n,
+                                  double limitSeconds,
+                                  const RankChild& child,
+                                  int lingering = -1);
+
+// forkRanks where each process joins a TCP job's transport and runs body over it (exit code
+// 90: the transport could not be created).
 std::vector<ProcessEnd> forkTcpRanks(int n,
                                      double timeoutSeconds,
                                      double limitSeconds,
