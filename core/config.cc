@@ -176,6 +176,15 @@ Status parseMpiPlacement(const std::map<std::string, std::string>& env, Config* 
   return Status::ok();
 }
 
+// Variables of the build, test and demo scripts (tools/), never read by the library: a
+// ZEN_BUILD_DIR left in the shell must not make every rank refuse to start.
+bool isToolVariable(const std::string& name) {
+  for (const char* prefix : {"ZEN_BUILD_", "ZEN_FUZZ_", "ZEN_GPU_", "ZEN_DEMO_", "ZEN_TEST_"}) {
+    if (name.rfind(prefix, 0) == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 const char* schemeName(Scheme scheme) {
@@ -199,7 +208,7 @@ const char* schemeName(Scheme scheme) {
 Result<Config> Config::parse(const std::map<std::string, std::string>& env) {
   Config config;
   for (const auto& [name, value] : env) {
-    if (name.rfind("ZEN_", 0) != 0) continue;
+    if (name.rfind("ZEN_", 0) != 0 || isToolVariable(name)) continue;
     auto it = setters().find(name);
     if (it == setters().end()) {
       return ZEN_ERROR(StatusCode::kInvalidArgument,

@@ -109,6 +109,17 @@ TEST(Config, MpiLocalPlacementComesFromTheLauncher) {
   EXPECT_NE(c.status().message().find("OMPI_COMM_WORLD_LOCAL_RANK=2"), std::string::npos);
 }
 
+TEST(Config, ScriptVariablesAreNotTheLibrarys) {
+  const auto c = Config::parse({{"ZEN_BUILD_DIR", "/tmp/b"},
+                                {"ZEN_BUILD_JOBS", "1"},
+                                {"ZEN_FUZZ_SECONDS", "5"},
+                                {"ZEN_DEMO_RANKS", "2"},
+                                {"ZEN_SCHEME", "zen"}});
+  ASSERT_TRUE(c.isOk()) << c.status().toString();
+  EXPECT_EQ(c.value().scheme, Scheme::kZen);
+  EXPECT_FALSE(Config::parse({{"ZEN_BUILDX", "1"}}).isOk());
+}
+
 TEST(Config, RankMustBeBelowSize) {
   const auto c = Config::parse({{"ZEN_RANK", "4"}, {"ZEN_SIZE", "4"}});
   ASSERT_FALSE(c.isOk());
