@@ -59,18 +59,22 @@ void writeShape(WireWriter& w, const TensorShape& s) {
   for (int64_t d : s.dims()) w.i64(d);
 }
 
-// Dims must be non-negative and their product (times 8 bytes) must fit in int64, so the
-// fusion planner's byte counts cannot overflow on a hostile message.
+// Dims must be non-negative and the product of the non-zero ones (times 8 bytes) must fit in
+// int64. That bounds every product of dims a consumer forms (numElements, rowSize, the fusion
+// planner's byte counts), so none can overflow on a hostile message; a zero dimension must not
+// hide huge ones after it (rowSize skips the first dimension).
 Status readShape(WireReader& r, TensorShape* out) {
   uint32_t n = 0;
   ZEN_RETURN_IF_ERROR(r.count(&n, 8, "dimensions"));
   std::vector<int64_t> dims(n);
-  int64_t product = 1;
+  int64_t product = 1;  // of the non-zero dims
   for (auto& d : dims) {
     ZEN_RETURN_IF_ERROR(r.i64(&d));
     ZEN_CHECK_ARG(d >= 0, "negative dimension {} in control message", d);
-    ZEN_CHECK_ARG(d == 0 || product <= std::numeric_limits<int64_t>::max() / 8 / d,
-                  "tensor shape in control message has more than 2^60 elements");
+    if (d == 0) continue;
+    ZEN_CHECK_ARG(product <= std::numeric_limits<int64_t>::max() / 8 / d,
+                  "tensor shape in control message: its non-zero dimensions multiply to more "
+                  "than 2^60");
     product *= d;
   }
   *out = TensorShape(std::move(dims));

@@ -18,7 +18,7 @@
 // and rowSize A values) until the dense form (header, a ceil(|G| / 8)-byte occupancy bitmap
 // that keeps the union of the rows any rank sent, and |G| rows) is no larger. From then on
 // the rank stays dense (merged sets only grow), and a dense set received turns a sparse one
-// dense: SparCML's dense switch.
+// dense: SparCML's dense switch. The encodings and their validating decoder: ops/hc_wire.h.
 //
 // Bytes sent per rank r < p (k_s = distinct rows of r's set before step s, rowBytes in A):
 //   sum_{s=0..log2 p - 1} min(16 + k_s * (indexBytes + rowBytes), 16 + |G| / 8 + |G| * rowBytes)
@@ -28,19 +28,15 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
 #include "ops/byte_io.h"
+#include "ops/hc_wire.h"
 #include "ops/sparse_allreduce.h"
 #include "ops/sparse_rows.h"
 
 namespace zen::ops {
 namespace {
-
-constexpr uint8_t kSparseFormat = 0;
-constexpr uint8_t kDenseFormat = 1;
-constexpr size_t kHeaderBytes = 16;  // format byte, 7 zero bytes, uint64 row count
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
@@ -82,8 +78,8 @@ class MergedSet {
   MergedSet(int64_t numRows, int64_t rowSize)
       : numRows_(numRows),
         rowSize_(rowSize),
-        indexBytes_(static_cast<uint64_t>(numRows) <= (uint64_t{1} << 32) ? 4 : 8),
-        bitmapBytes_(static_cast<size_t>((numRows + 7) / 8)) {}
+        format_{numRows, rowSize, sizeof(A)},
+        bitmapBytes_(format_.bitmapBytes()) {}
 
   Status start(const SparseView& input) {
     SparseTensor rows;
@@ -106,41 +102,26 @@ class MergedSet {
 
   // Serializes the set in the smaller form, switching this rank to dense if that is it.
   void encode(ByteVector* out) {
-    const size_t rowBytes = static_cast<size_t>(rowSize_) * sizeof(A);
-    const size_t denseBytes =
-        kHeaderBytes + bitmapBytes_ + static_cast<size_t>(numRows_) * rowBytes;
-    const size_t sparseBytes = kHeaderBytes + sparse_.indices.size() * (indexBytes_ + rowBytes);
-    if (!dense_ && denseBytes <= sparseBytes) makeDense();
-    out->clear();
-    out->resize(dense_ ? denseBytes : sparseBytes, 0);
-    uint8_t* p = out->data();
-    p[0] = dense_ ? kDenseFormat : kSparseFormat;
-    const uint64_t count = dense_ ? static_cast<uint64_t>(numRows_) : sparse_.indices.size();
-    std::memcpy(p + 8, &count, sizeof(count));
-    p += kHeaderBytes;
+    if (!dense_ && format_.denseBytes() <= format_.sparseBytes(sparse_.indices.size())) {
+      makeDense();
+    }
     if (dense_) {
-      for (size_t b = 0; b < bitmapBytes_; ++b) {
-        p[b] = static_cast<uint8_t>(bits_[b / 8] >> (8 * (b % 8)));
-      }
-      std::memcpy(p + bitmapBytes_, denseValues_.data(), denseValues_.size() * sizeof(A));
-      return;
-    }
-    if (indexBytes_ == 4) {
-      for (size_t k = 0; k < sparse_.indices.size(); ++k) {
-        const auto index = static_cast<uint32_t>(sparse_.indices[k]);
-        std::memcpy(p + 4 * k, &index, 4);
-      }
+      encodeHcDense(format_, bits_.data(), denseValues_.data(), out);
     } else {
-      std::memcpy(p, sparse_.indices.data(), sparse_.indices.size() * 8);
+      encodeHcSparse(format_, sparse_.indices.data(), sparse_.values.data(), sparse_.indices.size(),
+                     out);
     }
-    std::memcpy(p + sparse_.indices.size() * indexBytes_, sparse_.values.data(),
-                sparse_.values.size() * sizeof(A));
   }
 
-  // Adds a peer's encoded set to this one (replace: take it as the result instead).
+  // Adds a peer's encoded set to this one (replace: take it as the result instead). The whole
+  // message is validated before any of it is read.
   Status merge(const ByteVector& msg, int peer, bool replace) {
-    Message m;
-    ZEN_RETURN_IF_ERROR(parse(msg, peer, &m));
+    const Result<HcSetView> decoded = decodeHcSet(msg.data(), msg.size(), format_);
+    if (!decoded.isOk()) {
+      return ZEN_ERROR(StatusCode::kIoError, "hc: corrupt set from rank {}: {}", peer,
+                       decoded.status().message());
+    }
+    const HcSetView& m = decoded.value();
     if (replace) {
       dense_ = false;
       sparse_.indices.clear();
@@ -155,7 +136,7 @@ class MergedSet {
       for (size_t i = 0; i < denseValues_.size(); ++i) denseValues_[i] += loadAt<A>(m.values, i);
     } else if (dense_) {
       for (uint64_t k = 0; k < m.count; ++k) {
-        const int64_t index = m.index(k, indexBytes_);
+        const int64_t index = m.index(k);
         bits_[index / 64] |= uint64_t{1} << (index % 64);
         A* dst = denseValues_.data() + index * rowSize_;
         for (int64_t e = 0; e < rowSize_; ++e) dst[e] += loadAt<A>(m.values, k * rowSize_ + e);
@@ -206,69 +187,8 @@ class MergedSet {
   }
 
  private:
-  struct Message {
-    bool dense = false;
-    uint64_t count = 0;
-    const uint8_t* indices = nullptr;
-    const uint8_t* bitmap = nullptr;
-    const uint8_t* values = nullptr;
-    int64_t index(uint64_t k, size_t width) const {
-      return width == 4 ? static_cast<int64_t>(loadAt<uint32_t>(indices, k))
-                        : loadAt<int64_t>(indices, k);
-    }
-  };
-
-  // Checks a peer's payload completely before anything is read from it.
-  Status parse(const ByteVector& msg, int peer, Message* m) const {
-    const size_t rowBytes = static_cast<size_t>(rowSize_) * sizeof(A);
-    if (msg.size() < kHeaderBytes || msg[0] > kDenseFormat) {
-      return ZEN_ERROR(StatusCode::kIoError,
-                       "hc: corrupt set from rank {}: {} bytes, format byte {}", peer, msg.size(),
-                       msg.empty() ? -1 : msg[0]);
-    }
-    m->dense = msg[0] == kDenseFormat;
-    m->count = loadAt<uint64_t>(msg.data() + 8, 0);
-    const uint8_t* body = msg.data() + kHeaderBytes;
-    const size_t bodyBytes = msg.size() - kHeaderBytes;
-    if (m->dense) {
-      const size_t expected = bitmapBytes_ + static_cast<size_t>(numRows_) * rowBytes;
-      const bool sized = m->count == static_cast<uint64_t>(numRows_) && bodyBytes == expected;
-      const bool padded =
-          sized && (numRows_ % 8 == 0 || (body[bitmapBytes_ - 1] >> (numRows_ % 8)) == 0);
-      if (!padded) {
-        return ZEN_ERROR(StatusCode::kIoError,
-                         "hc: corrupt dense set from rank {}: {} rows and {} bytes, expected {} "
-                         "rows and {} bytes with zero bitmap padding",
-                         peer, m->count, bodyBytes, numRows_, expected);
-      }
-      m->bitmap = body;
-      m->values = body + bitmapBytes_;
-      return Status::ok();
-    }
-    if (m->count > bodyBytes / (indexBytes_ + rowBytes) ||
-        bodyBytes != m->count * (indexBytes_ + rowBytes)) {
-      return ZEN_ERROR(StatusCode::kIoError,
-                       "hc: corrupt sparse set from rank {}: {} rows in {} bytes ({} per row)",
-                       peer, m->count, bodyBytes, indexBytes_ + rowBytes);
-    }
-    m->indices = body;
-    m->values = body + m->count * indexBytes_;
-    int64_t previous = -1;
-    for (uint64_t k = 0; k < m->count; ++k) {
-      const int64_t index = m->index(k, indexBytes_);
-      if (index <= previous || index >= numRows_) {
-        return ZEN_ERROR(StatusCode::kIoError,
-                         "hc: corrupt sparse set from rank {}: row {} is index {} after {} "
-                         "(expected ascending indices in [0, {}))",
-                         peer, k, index, previous, numRows_);
-      }
-      previous = index;
-    }
-    return Status::ok();
-  }
-
   // Two ascending row lists into one; rows present in both are summed.
-  void mergeSparse(const Message& m) {
+  void mergeSparse(const HcSetView& m) {
     const size_t rowElems = static_cast<size_t>(rowSize_);
     const size_t mine = sparse_.indices.size();
     merged_.indices.resize(mine + m.count);
@@ -278,7 +198,7 @@ class MergedSet {
     size_t w = 0;
     for (; i < mine || k < m.count; ++w) {
       const int64_t a = i < mine ? sparse_.indices[i] : numRows_;
-      const int64_t b = k < m.count ? m.index(k, indexBytes_) : numRows_;
+      const int64_t b = k < m.count ? m.index(k) : numRows_;
       const int64_t index = std::min(a, b);
       merged_.indices[w] = index;
       A* dst = merged_.values.data() + w * rowElems;
@@ -313,7 +233,7 @@ class MergedSet {
 
   const int64_t numRows_;
   const int64_t rowSize_;
-  const size_t indexBytes_;
+  const HcSetFormat format_;
   const size_t bitmapBytes_;
   bool dense_ = false;
   Rows sparse_;

@@ -203,6 +203,27 @@ TEST(MessageCodec, BadEnumsAndFieldsAreRejected) {
   list.requests = {q};
   EXPECT_FALSE(decodeRequestList(encodeRequestList(list)).isOk());
 
+  // Regression (found by test/fuzz/request_list_fuzz.cc): a zero dimension let any dims after
+  // it through, and the coordinator's shape.rowSize() (dims past the first) overflowed int64.
+  q.shape = TensorShape({0, int64_t{1} << 40, int64_t{1} << 40});
+  list.requests = {q};
+  r = decodeRequestList(encodeRequestList(list));
+  ASSERT_FALSE(r.isOk());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("2^60"), std::string::npos) << r.status().toString();
+  q.shape = TensorShape({int64_t{1} << 40, 0, int64_t{1} << 40});
+  list.requests = {q};
+  EXPECT_FALSE(decodeRequestList(encodeRequestList(list)).isOk());
+  q.shape = TensorShape({0, int64_t{1} << 30, int64_t{1} << 29});  // 2^59 elements a row: fine
+  list.requests = {q};
+  EXPECT_TRUE(decodeRequestList(encodeRequestList(list)).isOk());
+  ResponseList plan;
+  Response resp;
+  resp.tensorNames = {"t"};
+  resp.shapes = {TensorShape({0, 3, int64_t{1} << 62})};
+  plan.responses = {resp};
+  EXPECT_FALSE(decodeResponseList(encodeResponseList(plan)).isOk());
+
   q.shape = TensorShape({});
   q.device = Device::cuda(-1);
   list.requests = {q};

@@ -1,4 +1,5 @@
 // libFuzzer target: decodeBitmapPart (see fuzz_payload.h for the input layout).
+#include "ops/wire_format.h"
 #include "test/fuzz/fuzz_payload.h"
 
 using namespace zen::ops;

@@ -1,8 +1,8 @@
 #pragma once
 
-// Shared by the wire-format fuzzers (one per decoder; tools/fuzz runs them). An input is
-// either a raw payload or edits to a valid one, so the fuzzer reaches past the header checks
-// from the first second:
+// Shared by the decoder fuzzers (one per decoder of untrusted bytes; tools/fuzz runs them). An
+// input is either a raw payload or edits to a valid one, so the fuzzer reaches past the header
+// checks from the first second:
 //   byte 0 even: bytes 1.. are the payload, decoded as they are.
 //   byte 0 odd:  a valid payload from the target's encoder, resized by (int8) byte 1, then
 //                patched with (offset, value) byte pairs from byte 2 on.
@@ -14,13 +14,15 @@
 #include <cstdlib>
 #include <vector>
 
-#include "ops/wire_format.h"
+#include "core/status.h"
 
 namespace zen::ops::fuzz {
 
-inline ByteVector makePayload(const uint8_t* data, size_t size, const ByteVector& valid) {
-  if ((data[0] & 1) == 0) return ByteVector(data + 1, data + size);
-  ByteVector p = valid;
+inline std::vector<uint8_t> makePayload(const uint8_t* data,
+                                        size_t size,
+                                        const std::vector<uint8_t>& valid) {
+  if ((data[0] & 1) == 0) return std::vector<uint8_t>(data + 1, data + size);
+  std::vector<uint8_t> p = valid;
   if (size > 1) {
     const auto delta = static_cast<int8_t>(data[1]);
     const auto newSize = static_cast<std::ptrdiff_t>(p.size()) + delta;
