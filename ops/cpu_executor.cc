@@ -80,6 +80,22 @@ Status CpuExecutor::execute(const Response& response,
                   "tensor '{}' is on {}; the CPU executor needs host memory", e->request.name,
                   e->request.device.toString());
   }
+  if (response.type == ResponseType::kSparseAllreduce) {
+    // The bucket's index space: tensor i's rows start at rowOffsets[i], back to back.
+    ZEN_CHECK_ARG(response.rowOffsets.size() == response.tensorNames.size(),
+                  "sparse bucket: {} row offsets for {} tensors", response.rowOffsets.size(),
+                  response.tensorNames.size());
+    int64_t rows = 0;
+    for (size_t i = 0; i < response.shapes.size(); ++i) {
+      ZEN_CHECK_ARG(response.rowOffsets[i] == rows,
+                    "sparse bucket: tensor {} starts at row {}, "
+                    "expected {}",
+                    i, response.rowOffsets[i], rows);
+      rows += response.shapes[i].numRows();
+    }
+    ZEN_CHECK_ARG(response.totalRows == rows, "sparse bucket: {} total rows, expected {}",
+                  response.totalRows, rows);
+  }
   for (size_t i = 0; i < response.shapes.size(); ++i) {
     report->denseBytes += denseBytes(response, i);
   }
