@@ -15,6 +15,7 @@
 
 #include "bindings/api.h"
 #include "bindings/runtime_factory.h"
+#include "test/common/float_rows.h"
 
 namespace zen::testing {
 
@@ -69,22 +70,7 @@ inline Status waitDone(const bindings::Api& api, int64_t id, double seconds = kW
 }
 
 // A rank's row-sparse input: random rows (repeats included), small integer values.
-struct Rows {
-  std::vector<int64_t> indices;
-  std::vector<float> values;
-  int64_t numRows = 0;
-  int64_t rowSize = 1;
-
-  SparseView view() const {
-    SparseView v;
-    v.indices = indices.data();
-    v.values = values.data();
-    v.nnz = static_cast<int64_t>(indices.size());
-    v.numRows = numRows;
-    v.rowSize = rowSize;
-    return v;
-  }
-};
+using Rows = ::zen::testing::Float32Rows;
 
 inline Rows makeRows(uint64_t seed, int64_t numRows, int64_t rowSize, int64_t nnz) {
   std::mt19937_64 rng(seed);

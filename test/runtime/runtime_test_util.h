@@ -20,6 +20,7 @@
 
 #include "bindings/runtime_factory.h"
 #include "core/runtime.h"
+#include "test/common/float_rows.h"
 
 namespace zen::testing {
 
@@ -117,23 +118,7 @@ inline DenseView denseView(std::vector<float>& data, TensorShape shape) {
 }
 
 // A rank's sparse gradient for (tensor, step): distinct random rows, small integer values.
-struct SparseInput {
-  std::vector<int64_t> indices;
-  std::vector<float> values;
-  int64_t numRows = 0;
-  int64_t rowSize = 1;
-
-  SparseView view() const {
-    SparseView v;
-    v.indices = indices.data();
-    v.values = values.data();
-    v.nnz = static_cast<int64_t>(indices.size());
-    v.numRows = numRows;
-    v.rowSize = rowSize;
-    v.dtype = DataType::kFloat32;
-    return v;
-  }
-};
+using SparseInput = ::zen::testing::Float32Rows;
 
 inline SparseInput makeSparse(uint64_t seed, int64_t numRows, int64_t rowSize, double density) {
   std::mt19937_64 rng(seed);
