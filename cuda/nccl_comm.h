@@ -1,0 +1,128 @@
+#pragma once
+
+// The NCCL backend of the data plane: one rank's communicator over device buffers, the GPU
+// twin of ops::Transport (CONVENTIONS.md §4). NCCL types stay inside nccl_comm.cc (pimpl), so
+// including this header needs only the CUDA runtime. Built into zen_cuda when NCCL is found
+// (then ZEN_HAVE_NCCL is defined for zen_cuda's users).
+//
+// Contract (every method):
+// - Buffers are device memory on options.deviceIndex; sizes, counts and offsets are host
+//   numbers. Work is enqueued on the caller's `stream` (created on that device). Each method
+//   makes that device current on the calling thread.
+// - Collectives are called by every rank in the same order, by one thread at a time per comm.
+// - Creation is lazy: the first call (or init()) creates the communicator; rank 0 makes the
+//   ncclUniqueId and sends it to the others with bootstrap.broadcast (the host control
+//   channel / TCP / MPI / in-process transport the runtime already has). The bootstrap
+//   transport is used only then, and must outlive that call.
+// - The communicator is non-blocking (NCCL's fault-tolerance mode): nothing here waits without
+//   a bound. Methods marked "waits" poll cudaStreamQuery and ncclCommGetAsyncError until the
+//   stream is done or options.timeoutSeconds has passed; on a timeout (kTimeout) or an NCCL
+//   error (kIoError / kInternal) the communicator is aborted (ncclCommAbort) and the Status
+//   names this rank and the call. After that every call returns kAborted with the first error
+//   (gloo's rule, like ops::Transport): rebuild the NcclComm to continue.
+// - Methods marked "async" return once the work is enqueued; the outputs are ready in stream
+//   order. Call wait(stream) before any cudaStreamSynchronize of that stream: a plain
+//   synchronize behind a hung NCCL kernel would never return.
+// - Zero sizes are fine everywhere: every pair posts its (possibly empty) send and receive, so
+//   both sides always agree.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/message.h"
+#include "core/status.h"
+#include "ops/transport.h"
+
+namespace zen::cuda {
+
+struct NcclCommOptions {
+  int deviceIndex = 0;           // CUDA device of this rank
+  double timeoutSeconds = 30.0;  // bound on creation and on every wait (Config::timeoutSeconds)
+
+  // deviceIndex = localRank (0 when absent), timeoutSeconds from the config.
+  static NcclCommOptions fromConfig(const Config& config);
+};
+
+// A read-only / writable device byte range: one peer's segment of a v-collective.
+struct DeviceBytes {
+  const void* data = nullptr;
+  size_t size = 0;
+};
+struct DeviceMutableBytes {
+  void* data = nullptr;
+  size_t size = 0;
+};
+
+class NcclComm {
+ public:
+  // Touches neither CUDA nor NCCL; rank and size are bootstrap's.
+  NcclComm(ops::Transport& bootstrap, NcclCommOptions options);
+  // Destroys the communicator (aborts it if it failed or has work pending).
+  ~NcclComm();
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+
+  int rank() const;
+  int size() const;
+  int deviceIndex() const;
+  double timeoutSeconds() const;
+  // True once the communicator exists and has not failed.
+  bool ready() const;
+
+  // Creates the communicator now (collective over the bootstrap transport; waits, bounded).
+  // Idempotent; every other call runs it first.
+  Status init();
+
+  // Waits (bounded) until `stream` has finished its work, checking NCCL's asynchronous errors.
+  // `what` names the operation in a timeout message.
+  Status wait(cudaStream_t stream, const char* what = "wait");
+
+  // Counts first: sendCounts[p] (host, size() entries) goes to rank p; (*recvCounts)[p]
+  // becomes what rank p sent here. One grouped NCCL exchange of 8 bytes per pair; waits.
+  Status exchangeCounts(const std::vector<uint64_t>& sendCounts,
+                        std::vector<uint64_t>* recvCounts,
+                        cudaStream_t stream);
+
+  // Data: sends[p] goes to rank p, recvs[p] receives rank p's segment; recvs[p].size must be
+  // exactly what rank p sends (agree on it with exchangeCounts first). The own segment is a
+  // device copy. Grouped ncclSend/ncclRecv, every pair posted; async.
+  Status alltoallv(const std::vector<DeviceBytes>& sends,
+                   const std::vector<DeviceMutableBytes>& recvs,
+                   cudaStream_t stream);
+
+  // Every rank's 8-byte value gathered in rank order (ncclAllGather); waits.
+  Status allgatherCounts(uint64_t mine, std::vector<uint64_t>* all, cudaStream_t stream);
+
+  // True allgather-v (no padding, ALGORITHMS.md §8): recvs[p] receives rank p's `sendBytes`
+  // (recvs[p].size must equal it, e.g. from allgatherCounts); recvs[rank()] gets a device copy
+  // of `send` (may alias it: then no copy). Grouped ncclSend/ncclRecv; async.
+  Status allgatherv(const void* send,
+                    size_t sendBytes,
+                    const std::vector<DeviceMutableBytes>& recvs,
+                    cudaStream_t stream);
+
+  // In place over `count` elements (ncclAllReduce). kSum, or kAverage (ncclAvg; integers are
+  // summed, then divided with truncation toward zero like the CPU). fp16 / bf16 are reduced
+  // natively by NCCL (not in fp32 like the CPU transports): expect rounding differences. Async.
+  Status allreduce(void* data, size_t count, DataType dtype, ReduceOp op, cudaStream_t stream);
+
+  // The root's `bytes` overwrite everyone's `data` (ncclBroadcast in place); async.
+  Status broadcast(void* data, size_t bytes, int root, cudaStream_t stream);
+
+  // Payload bytes per peer since the last reset (ops::TransportCounters' rules: allreduce
+  // counts a ring's 2 (n - 1) / n, broadcast a flat fan-out from the root, the count
+  // exchanges are not counted).
+  ops::TransportCounters counters() const;
+  void resetCounters();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zen::cuda
