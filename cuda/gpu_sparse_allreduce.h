@@ -93,7 +93,7 @@ struct GpuSparseAllreduceResult {
   ops::SyncStats stats;
 };
 
-// Validates locally, exchanges a small call summary through NCCL (ncclAllGather, 64 bytes per
+// Validates locally, exchanges a small call summary through NCCL (ncclAllGather, 128 bytes per
 // rank) so every rank agrees on the arguments and on errors, short-circuits when no rank has a
 // non-zero, resolves kAuto, then runs the scheme.
 Status gpuSparseAllreduce(const GpuSparseAllreduceOptions& options,

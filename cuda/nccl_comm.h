@@ -94,6 +94,10 @@ class NcclComm {
                    const std::vector<DeviceMutableBytes>& recvs,
                    cudaStream_t stream);
 
+  // ncclAllGather: every rank's `bytesPerRank` bytes at `send` land in rank order in `recv`
+  // (size() x bytesPerRank, device); async.
+  Status allgather(const void* send, void* recv, size_t bytesPerRank, cudaStream_t stream);
+
   // Every rank's 8-byte value gathered in rank order (ncclAllGather); waits.
   Status allgatherCounts(uint64_t mine, std::vector<uint64_t>* all, cudaStream_t stream);
 

@@ -1,0 +1,127 @@
+#include "cuda/nccl_plan.h"
+
+#include <algorithm>
+#include <thread>
+
+namespace zen::cuda {
+
+Status pollWithDeadline(const std::function<PollState(Status* failure)>& poll,
+                        double timeoutSeconds,
+                        int rank,
+                        const char* what) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(std::max(0.0, timeoutSeconds)));
+  auto sleep = std::chrono::microseconds(10);
+  for (;;) {
+    Status failure;
+    switch (poll(&failure)) {
+      case PollState::kDone:
+        return Status::ok();
+      case PollState::kFailed:
+        if (failure.isOk()) {
+          return ZEN_ERROR(StatusCode::kInternal, "rank {}: {} failed (no detail)", rank, what);
+        }
+        return failure;
+      case PollState::kPending:
+        break;
+    }
+    const auto now = Clock::now();
+    if (now >= deadline) {
+      return ZEN_ERROR(StatusCode::kTimeout, "rank {}: {} did not complete within {} s", rank, what,
+                       timeoutSeconds);
+    }
+    if (now - start < std::chrono::microseconds(100)) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(sleep);
+      sleep = std::min(sleep * 2, std::chrono::microseconds(1000));
+    }
+  }
+}
+
+Status checkAlltoallvSizes(int size,
+                           int rank,
+                           const std::vector<size_t>& sendSizes,
+                           const std::vector<size_t>& recvSizes) {
+  ZEN_CHECK_ARG(
+      static_cast<int>(sendSizes.size()) == size && static_cast<int>(recvSizes.size()) == size,
+      "alltoallv on rank {}: expected {} send and receive segments, found {} and {}", rank, size,
+      sendSizes.size(), recvSizes.size());
+  ZEN_CHECK_ARG(sendSizes[rank] == recvSizes[rank],
+                "alltoallv on rank {}: the own segment sends {} bytes but receives {}", rank,
+                sendSizes[rank], recvSizes[rank]);
+  return Status::ok();
+}
+
+Status checkAllgathervSizes(int size,
+                            int rank,
+                            size_t sendBytes,
+                            const std::vector<size_t>& recvSizes) {
+  ZEN_CHECK_ARG(static_cast<int>(recvSizes.size()) == size,
+                "allgatherv on rank {}: expected {} receive segments, found {}", rank, size,
+                recvSizes.size());
+  ZEN_CHECK_ARG(recvSizes[rank] == sendBytes,
+                "allgatherv on rank {}: sends {} bytes but its own receive segment holds {}", rank,
+                sendBytes, recvSizes[rank]);
+  return Status::ok();
+}
+
+namespace {
+PeerBytes zeros(int size) {
+  PeerBytes b;
+  b.sent.assign(static_cast<size_t>(std::max(size, 0)), 0);
+  b.received.assign(static_cast<size_t>(std::max(size, 0)), 0);
+  return b;
+}
+}  // namespace
+
+PeerBytes alltoallvBytes(int size,
+                         int rank,
+                         const std::vector<size_t>& sendSizes,
+                         const std::vector<size_t>& recvSizes) {
+  PeerBytes b = zeros(size);
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    b.sent[p] = sendSizes[p];
+    b.received[p] = recvSizes[p];
+  }
+  return b;
+}
+
+PeerBytes allgathervBytes(int size,
+                          int rank,
+                          size_t sendBytes,
+                          const std::vector<size_t>& recvSizes) {
+  PeerBytes b = zeros(size);
+  for (int p = 0; p < size; ++p) {
+    if (p == rank) continue;
+    b.sent[p] = sendBytes;
+    b.received[p] = recvSizes[p];
+  }
+  return b;
+}
+
+PeerBytes allreduceBytes(int size, int rank, size_t bytes) {
+  PeerBytes b = zeros(size);
+  if (size <= 1) return b;
+  const uint64_t n = static_cast<uint64_t>(size);
+  const uint64_t own = bytes / n + (static_cast<uint64_t>(rank) < bytes % n ? 1 : 0);
+  const uint64_t moved = 2 * (bytes - own);
+  b.sent[(rank + 1) % size] = moved;
+  b.received[(rank + size - 1) % size] = moved;
+  return b;
+}
+
+PeerBytes broadcastBytes(int size, int rank, size_t bytes, int root) {
+  PeerBytes b = zeros(size);
+  for (int p = 0; p < size; ++p) {
+    if (p == root) continue;
+    if (rank == root) b.sent[p] = bytes;
+    if (rank == p) b.received[root] = bytes;
+  }
+  return b;
+}
+
+}  // namespace zen::cuda

@@ -1,0 +1,60 @@
+#pragma once
+
+// Host-side logic of the NCCL backend (cuda/nccl_comm.cc) in plain C++ without CUDA or NCCL
+// headers, so test/cuda_host checks it on every machine: the bounded poll loop, the checks of
+// v-collective segment sizes, and the byte accounting (ops::TransportCounters' rules).
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/status.h"
+
+namespace zen::cuda {
+
+// One look at an asynchronous operation.
+enum class PollState { kDone, kPending, kFailed };
+
+// Calls poll() until it says kDone (ok) or kFailed (its status, from *failure), or until
+// timeoutSeconds have passed (kTimeout: "rank R: <what> did not complete within T s"). Spins
+// with yields for the first ~100 us, then sleeps in steps growing to 1 ms: a collective that
+// takes microseconds is not slowed down, a long one does not burn a core. `poll` fills
+// *failure when it returns kFailed.
+Status pollWithDeadline(const std::function<PollState(Status* failure)>& poll,
+                        double timeoutSeconds,
+                        int rank,
+                        const char* what);
+
+// alltoallv: both size vectors must have `size` entries and the own segments must match.
+Status checkAlltoallvSizes(int size,
+                           int rank,
+                           const std::vector<size_t>& sendSizes,
+                           const std::vector<size_t>& recvSizes);
+// allgatherv: `size` receive segments, the own one exactly sendBytes.
+Status checkAllgathervSizes(int size,
+                            int rank,
+                            size_t sendBytes,
+                            const std::vector<size_t>& recvSizes);
+
+// Payload bytes per peer of one call on rank `rank` of `size` (added to the counters).
+struct PeerBytes {
+  std::vector<uint64_t> sent;
+  std::vector<uint64_t> received;
+};
+// Every peer's segment except the own one.
+PeerBytes alltoallvBytes(int size,
+                         int rank,
+                         const std::vector<size_t>& sendSizes,
+                         const std::vector<size_t>& recvSizes);
+PeerBytes allgathervBytes(int size,
+                          int rank,
+                          size_t sendBytes,
+                          const std::vector<size_t>& recvSizes);
+// A ring: 2 (n - 1) / n of the buffer sent to rank + 1 and received from rank - 1 (the
+// remainder of the division spread over the first chunks, so sizes add up exactly).
+PeerBytes allreduceBytes(int size, int rank, size_t bytes);
+// A flat fan-out: the root sends `bytes` to every peer, the others receive them from it.
+PeerBytes broadcastBytes(int size, int rank, size_t bytes, int root);
+
+}  // namespace zen::cuda

@@ -1,0 +1,117 @@
+// The NCCL backend's host-side logic (cuda/nccl_plan.h): the bounded poll loop, segment-size
+// checks and byte accounting, without CUDA or NCCL.
+#include "cuda/nccl_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <numeric>
+
+namespace zen::cuda {
+namespace {
+
+TEST(PollWithDeadline, ReturnsOnceDone) {
+  int calls = 0;
+  const Status s = pollWithDeadline(
+      [&](Status*) { return ++calls < 5 ? PollState::kPending : PollState::kDone; }, 5.0, 3,
+      "test op");
+  EXPECT_TRUE(s.isOk()) << s.toString();
+  EXPECT_EQ(calls, 5);
+}
+
+TEST(PollWithDeadline, PassesTheFailureThrough) {
+  const Status s = pollWithDeadline(
+      [](Status* err) {
+        *err = ZEN_ERROR(StatusCode::kIoError, "peer gone");
+        return PollState::kFailed;
+      },
+      5.0, 1, "op");
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_EQ(s.message(), "peer gone");
+}
+
+TEST(PollWithDeadline, FailureWithoutDetailIsInternal) {
+  const Status s = pollWithDeadline([](Status*) { return PollState::kFailed; }, 5.0, 1, "op");
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+}
+
+TEST(PollWithDeadline, TimesOutNamingRankAndCall) {
+  const auto start = std::chrono::steady_clock::now();
+  const Status s =
+      pollWithDeadline([](Status*) { return PollState::kPending; }, 0.05, 2, "ncclAllReduce");
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(s.code(), StatusCode::kTimeout);
+  EXPECT_NE(s.message().find("rank 2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("ncclAllReduce"), std::string::npos) << s.message();
+  EXPECT_GE(waited, 0.05);
+  EXPECT_LT(waited, 2.0);
+}
+
+TEST(PollWithDeadline, ZeroTimeoutStillLooksOnce) {
+  int calls = 0;
+  const Status s = pollWithDeadline(
+      [&](Status*) {
+        ++calls;
+        return PollState::kDone;
+      },
+      0.0, 0, "op");
+  EXPECT_TRUE(s.isOk());
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(SegmentChecks, Alltoallv) {
+  EXPECT_TRUE(checkAlltoallvSizes(3, 1, {1, 2, 3}, {4, 2, 6}).isOk());
+  EXPECT_EQ(checkAlltoallvSizes(3, 1, {1, 2}, {4, 2, 6}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(checkAlltoallvSizes(3, 1, {1, 2, 3}, {4, 5, 6}).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(checkAlltoallvSizes(1, 0, {0}, {0}).isOk());
+}
+
+TEST(SegmentChecks, Allgatherv) {
+  EXPECT_TRUE(checkAllgathervSizes(2, 0, 7, {7, 0}).isOk());
+  EXPECT_EQ(checkAllgathervSizes(2, 0, 7, {6, 0}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(checkAllgathervSizes(2, 0, 7, {7}).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PeerBytes, AlltoallvLeavesTheOwnSegmentOut) {
+  const PeerBytes b = alltoallvBytes(3, 1, {1, 2, 3}, {4, 2, 6});
+  EXPECT_EQ(b.sent, (std::vector<uint64_t>{1, 0, 3}));
+  EXPECT_EQ(b.received, (std::vector<uint64_t>{4, 0, 6}));
+}
+
+TEST(PeerBytes, AllgathervSendsTheOwnPartToEveryPeer) {
+  const PeerBytes b = allgathervBytes(3, 0, 5, {5, 0, 9});
+  EXPECT_EQ(b.sent, (std::vector<uint64_t>{0, 5, 5}));
+  EXPECT_EQ(b.received, (std::vector<uint64_t>{0, 0, 9}));
+}
+
+TEST(PeerBytes, AllreduceIsARingThatAddsUp) {
+  for (int n : {1, 2, 3, 4, 7}) {
+    for (size_t bytes : {size_t{0}, size_t{1}, size_t{13}, size_t{4096}, size_t{1000003}}) {
+      uint64_t sent = 0, received = 0;
+      for (int r = 0; r < n; ++r) {
+        const PeerBytes b = allreduceBytes(n, r, bytes);
+        ASSERT_EQ(b.sent.size(), static_cast<size_t>(n));
+        sent += std::accumulate(b.sent.begin(), b.sent.end(), uint64_t{0});
+        received += std::accumulate(b.received.begin(), b.received.end(), uint64_t{0});
+        if (n > 1) {
+          EXPECT_EQ(b.sent[r], 0u);
+        }
+      }
+      EXPECT_EQ(sent, 2 * static_cast<uint64_t>(n - 1) * bytes) << n << " " << bytes;
+      EXPECT_EQ(received, sent);
+    }
+  }
+}
+
+TEST(PeerBytes, BroadcastFansOutFromTheRoot) {
+  const PeerBytes root = broadcastBytes(3, 2, 10, 2);
+  EXPECT_EQ(root.sent, (std::vector<uint64_t>{10, 10, 0}));
+  EXPECT_EQ(root.received, (std::vector<uint64_t>{0, 0, 0}));
+  const PeerBytes leaf = broadcastBytes(3, 0, 10, 2);
+  EXPECT_EQ(leaf.sent, (std::vector<uint64_t>{0, 0, 0}));
+  EXPECT_EQ(leaf.received, (std::vector<uint64_t>{0, 0, 10}));
+}
+
+}  // namespace
+}  // namespace zen::cuda
