@@ -122,6 +122,12 @@ const std::map<std::string, Setter>& setters() {
          ZEN_ASSIGN_OR_RETURN(c.scheme, parseScheme(v));
          return Status::ok();
        }},
+      {"ZEN_AUTO_PROFILE_CALLS",
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(int64_t x, parseInt(n, v, 0, 1000));
+         c.autoProfileCalls = static_cast<int>(x);
+         return Status::ok();
+       }},
       {"ZEN_HASH_FUNCTIONS",
        [](Config& c, const std::string& n, const std::string& v) {
          ZEN_ASSIGN_OR_RETURN(int64_t x, parseInt(n, v, 1, 8));

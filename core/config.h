@@ -38,6 +38,7 @@ struct Config {
   double timeoutSeconds = 30.0;       // bounded waits on peers
   std::string logLevel = "warn";
   Scheme scheme = Scheme::kAuto;
+  int autoProfileCalls = 3;  // auto: timed calls per scheme (zen, hc) per bucket; 0 = zen
 
   // Algorithm 1.
   int hashFunctions = 3;

@@ -58,6 +58,7 @@ size_t trailingBytes(const TensorShape& shape, DataType dtype) {
 CpuExecutorOptions CpuExecutorOptions::fromConfig(const Config& config) {
   CpuExecutorOptions o;
   o.scheme = config.scheme;
+  o.autoProfileCalls = config.autoProfileCalls;
   o.seed = config.seed;
   o.hashFunctions = config.hashFunctions;
   o.memoryFactor = config.hashMemoryFactor;
@@ -66,7 +67,10 @@ CpuExecutorOptions CpuExecutorOptions::fromConfig(const Config& config) {
 }
 
 CpuExecutor::CpuExecutor(std::unique_ptr<Transport> transport, CpuExecutorOptions options)
-    : transport_(std::move(transport)), options_(options), pool_(options.threads) {}
+    : transport_(std::move(transport)),
+      options_(options),
+      pool_(options.threads),
+      autoScheme_(options.autoProfileCalls) {}
 
 Status CpuExecutor::execute(const Response& response,
                             const std::vector<TensorEntry*>& entries,
@@ -191,7 +195,9 @@ Status CpuExecutor::sparse(const Response& r,
   o.transport = transport_.get();
   o.input = sparseBucket_.fuse(r, entries, &badIndex);
   o.op = r.reduceOp;
-  o.scheme = options_.scheme;
+  const bool autoScheme = options_.scheme == Scheme::kAuto;
+  const std::string autoKey = autoScheme ? AutoScheme::key(r) : std::string();
+  o.scheme = autoScheme ? autoScheme_.next(autoKey) : options_.scheme;
   o.seed = options_.seed;
   o.hashFunctions = options_.hashFunctions;
   o.memoryFactor = options_.memoryFactor;
@@ -218,6 +224,9 @@ Status CpuExecutor::sparse(const Response& r,
   if (!status.isOk()) {
     if (badIndex.empty()) return status;
     return Status(status.code(), fmt::format("{} (here: {})", status.message(), badIndex));
+  }
+  if (autoScheme && stats.totalNnz > 0) {
+    ZEN_RETURN_IF_ERROR(autoScheme_.record(autoKey, stats.scheme, stats.seconds, *transport_));
   }
 
   start = Clock::now();

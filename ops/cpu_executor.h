@@ -6,8 +6,9 @@
 //   grown to the largest bucket seen), summed by Transport::allreduce (16-bit floats in fp32),
 //   divided by n for Average, copied out. A single tensor runs in place in its output.
 // - sparse allreduce: the bucket is one virtual tensor (index spaces concatenated at
-//   Response::rowOffsets, totalRows rows) through ops::sparseAllreduce with ZEN_SCHEME; the
-//   coalesced result is split back per tensor (sparse, or scattered into a dense output).
+//   Response::rowOffsets, totalRows rows) through ops::sparseAllreduce with ZEN_SCHEME (auto:
+//   zen or hc as ops/auto_scheme.h profiled for this bucket); the coalesced result is split
+//   back per tensor (sparse, or scattered into a dense output).
 // - allgather: every tensor's rows packed into one buffer, one allgatherv, unpacked.
 // - broadcast: Transport::broadcast in place (never fused).
 // A rank that has joined contributes zeros / no rows for the tensors it did not post.
@@ -17,6 +18,7 @@
 #include "core/config.h"
 #include "core/executor.h"
 #include "core/thread_pool.h"
+#include "ops/auto_scheme.h"
 #include "ops/cpu_sparse_bucket.h"
 #include "ops/sparse_allreduce.h"
 #include "ops/transport.h"
@@ -25,6 +27,7 @@ namespace zen::ops {
 
 struct CpuExecutorOptions {
   Scheme scheme = Scheme::kAuto;  // ZEN_SCHEME
+  int autoProfileCalls = 3;       // ZEN_AUTO_PROFILE_CALLS (ops/auto_scheme.h)
   uint64_t seed = 0x5eed2e2ULL;   // ZEN_SEED
   int hashFunctions = 3;          // ZEN_HASH_FUNCTIONS
   double memoryFactor = 1.5;      // ZEN_HASH_MEMORY_FACTOR
@@ -53,6 +56,7 @@ class CpuExecutor final : public Executor {
   CpuExecutorOptions options_;
   ThreadPool pool_;
   SparseAllreduceWorkspace workspace_;
+  AutoScheme autoScheme_;
   std::vector<std::byte> fusion_;  // dense buckets and gathers; reused across steps
   SparseBucket sparseBucket_;      // the fused sparse input; reused
   SparseAllreduceResult sparseResult_;

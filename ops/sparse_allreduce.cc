@@ -9,8 +9,8 @@
 //      every disagreement, so all return the same kInvalidArgument naming the rank; none is
 //      left waiting in a collective the others never enter.
 //   4. no non-zero on any rank: empty (or zero dense) output, no more wire.
-//   5. kAuto resolves to zen (the paper's winner in practice; a profiling-based choice between
-//      zen and hc, ALGORITHMS.md §2, is future work); run the scheme; fill SyncStats.
+//   5. kAuto resolves to zen (the paper's winner in practice; the executors choose between zen
+//      and hc by profiling, ops/auto_scheme.h); run the scheme; fill SyncStats.
 // Bytes on the wire per rank: (n - 1) x 56 sent and received in step 3 (plus the error text
 // when a rank failed), then the scheme's (see its file).
 #include "ops/sparse_allreduce.h"
@@ -203,6 +203,7 @@ Status sparseAllreduce(const SparseAllreduceOptions& options, SparseAllreduceRes
   } else {
     int64_t totalNnz = 0;
     status = agree(options, local, &totalNnz);
+    result->stats.totalNnz = totalNnz;
     result->stats.phases.emplace_back("validate", secondsSince(start));
     if (status.isOk() && totalNnz == 0) {
       emptyResult(options, scheme, result);

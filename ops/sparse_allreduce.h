@@ -67,6 +67,9 @@ struct SyncStats {
   // Rows of the result: the union of the rows sent (sparse schemes), the non-zero rows (dense
   // scheme, sparse output), numRows (dense scheme, dense output).
   int64_t outputNnz = 0;
+  // Rows every rank sent, summed: 0 when the call exchanged no rows (short-circuited), or on
+  // one rank.
+  int64_t totalNnz = 0;
 };
 
 struct SparseAllreduceResult {
@@ -81,7 +84,8 @@ struct SparseAllreduceResult {
 // small collective (every rank's call summary, ~56 bytes, allgathered) so that a bad input on
 // any rank, or ranks that disagree on numRows / rowSize / dtype / op / scheme / seed, becomes
 // the same kInvalidArgument on every rank, naming the rank and the bad index; short-circuits
-// when no rank has a non-zero; resolves kAuto (zen for now) and runs the chosen scheme.
+// when no rank has a non-zero; resolves kAuto to zen (the executor's ops/auto_scheme.h
+// profiles and passes a concrete scheme) and runs the chosen scheme.
 // Transport failures come back as the transport reported them.
 Status sparseAllreduce(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
 

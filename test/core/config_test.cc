@@ -23,6 +23,7 @@ TEST(Config, ParsesEveryKnob) {
                                 {"ZEN_CYCLE_TIME", "0.5"},
                                 {"ZEN_SCHEME", "hc"},
                                 {"ZEN_HASH_FUNCTIONS", "4"},
+                                {"ZEN_AUTO_PROFILE_CALLS", "5"},
                                 {"ZEN_HASH_MEMORY_FACTOR", "2"},
                                 {"ZEN_TIMELINE", "/tmp/t.json"},
                                 {"ZEN_TIMELINE_MARK_CYCLES", "1"},
@@ -35,6 +36,7 @@ TEST(Config, ParsesEveryKnob) {
   EXPECT_DOUBLE_EQ(c.value().cycleTimeMs, 0.5);
   EXPECT_EQ(c.value().scheme, Scheme::kHc);
   EXPECT_EQ(c.value().hashFunctions, 4);
+  EXPECT_EQ(c.value().autoProfileCalls, 5);
   EXPECT_DOUBLE_EQ(c.value().hashMemoryFactor, 2.0);
   EXPECT_EQ(c.value().timeline, "/tmp/t.json");
   EXPECT_TRUE(c.value().timelineMarkCycles);
@@ -63,6 +65,7 @@ INSTANTIATE_TEST_SUITE_P(
     ConfigRejects,
     ::testing::Values(BadCase{"ZEN_HASH_FUNCTIONS", "0", "ZEN_HASH_FUNCTIONS='0'"},
                       BadCase{"ZEN_HASH_FUNCTIONS", "9", "[1, 8]"},
+                      BadCase{"ZEN_AUTO_PROFILE_CALLS", "-1", "[0, 1000]"},
                       BadCase{"ZEN_CYCLE_TIME", "fast", "ZEN_CYCLE_TIME='fast'"},
                       BadCase{"ZEN_FUSION_THRESHOLD", "-1", "ZEN_FUSION_THRESHOLD"},
                       BadCase{"ZEN_FUSION_THRESHOLD", "12MB", "expected an integer"},

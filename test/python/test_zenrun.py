@@ -30,11 +30,12 @@ from zen.runner.mpi_run import TagParser  # noqa: E402
 
 LINE = re.compile(r"^\[(\d+)\]<(stdout|stderr)>:(.*)$")
 KNOB_FLAGS = ["--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5", "--cache-capacity", "512",
-              "--scheme", "hc", "--hash-functions", "4", "--stall-check-time", "30",
+              "--scheme", "hc", "--auto-profile-calls", "2", "--hash-functions", "4", "--stall-check-time", "30",
               "--log-level", "DEBUG", "--timeline-filename", "/tmp/zen-timeline.json",
               "--timeline-mark-cycles"]
 KNOB_ENV = {"ZEN_FUSION_THRESHOLD": str(64 << 20), "ZEN_CYCLE_TIME": "2.5",
-            "ZEN_CACHE_CAPACITY": "512", "ZEN_SCHEME": "hc", "ZEN_HASH_FUNCTIONS": "4",
+            "ZEN_CACHE_CAPACITY": "512", "ZEN_SCHEME": "hc", "ZEN_AUTO_PROFILE_CALLS": "2",
+            "ZEN_HASH_FUNCTIONS": "4",
             "ZEN_STALL_CHECK_TIME_SECONDS": "30", "ZEN_LOG_LEVEL": "debug",
             "ZEN_TIMELINE": "/tmp/zen-timeline.json", "ZEN_TIMELINE_MARK_CYCLES": "1"}
 PLACEMENT = ("ZEN_RANK", "ZEN_SIZE", "ZEN_LOCAL_RANK", "ZEN_LOCAL_SIZE", "ZEN_CROSS_RANK",

@@ -106,7 +106,13 @@ TEST_P(RuntimeSchemes, FusedSparseBucketsMatchTheReference) {
     }
     const RuntimeStats stats = rt.stats();
     EXPECT_EQ(stats.bucketsExecuted, 5u);  // the three tensors always fused
-    EXPECT_EQ(stats.bucketsByScheme.at(std::string(GetParam()) == "auto" ? "zen" : GetParam()), 5u);
+    if (std::string(GetParam()) == "auto") {
+      // Profiling (ops/auto_scheme.h, 3 calls of each by default) alternates zen and hc.
+      EXPECT_EQ(stats.bucketsByScheme.at("zen"), 3u);
+      EXPECT_EQ(stats.bucketsByScheme.at("hc"), 2u);
+    } else {
+      EXPECT_EQ(stats.bucketsByScheme.at(GetParam()), 5u);
+    }
   });
 }
 

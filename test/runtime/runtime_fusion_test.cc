@@ -68,7 +68,9 @@ void runStep(Job& job, int step) {
 
 TEST(RuntimeFusion, ManySmallTensorsRunAsTwoBucketsInStatsAndTimeline) {
   const std::string path = tracePath("fusion");
-  Job job(kRanks, testConfig({{"ZEN_TIMELINE", path}, {"ZEN_TIMELINE_MARK_CYCLES", "1"}}));
+  Job job(kRanks,
+          testConfig(
+              {{"ZEN_TIMELINE", path}, {"ZEN_TIMELINE_MARK_CYCLES", "1"}, {"ZEN_SCHEME", "zen"}}));
   runStep(job, 0);  // negotiated through rank 0: one plan, fused
   std::vector<RuntimeStats> before;
   for (int r = 0; r < kRanks; ++r) before.push_back(job.rank(r).stats());

@@ -162,7 +162,10 @@ TEST(Runtime, ThousandMixedStepsAgainstADenseReference) {
     EXPECT_EQ(s.tensors.at("emb.0").cacheHits, uint64_t(steps - 1)) << "rank " << r;
     EXPECT_GT(s.fastPathCycles, uint64_t(steps - 1));
     EXPECT_LE(s.slowPathCycles, 8u) << "rank " << r;
-    EXPECT_EQ(s.tensors.at("emb.0").lastScheme, "zen");
+    // auto: after profiling, every rank runs the scheme they agreed on.
+    EXPECT_EQ(s.tensors.at("emb.0").lastScheme, job.rank(0).stats().tensors.at("emb.0").lastScheme);
+    EXPECT_TRUE(s.tensors.at("emb.0").lastScheme == "zen" ||
+                s.tensors.at("emb.0").lastScheme == "hc");
     EXPECT_GT(s.bytesSent, 0u);
     EXPECT_GT(s.phaseSeconds.count("PUSH"), 0u);
   }

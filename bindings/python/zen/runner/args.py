@@ -25,7 +25,8 @@ KNOWN_VARIABLES = frozenset("""
 ZEN_RANK ZEN_SIZE ZEN_LOCAL_RANK ZEN_LOCAL_SIZE ZEN_CROSS_RANK ZEN_CROSS_SIZE
 ZEN_CONTROLLER_ADDR ZEN_SECRET ZEN_FUSION_THRESHOLD ZEN_CYCLE_TIME ZEN_CACHE_CAPACITY
 ZEN_TIMELINE ZEN_TIMELINE_MARK_CYCLES ZEN_STALL_CHECK_TIME_SECONDS
-ZEN_STALL_SHUTDOWN_TIME_SECONDS ZEN_TIMEOUT ZEN_LOG_LEVEL ZEN_SCHEME ZEN_HASH_FUNCTIONS
+ZEN_STALL_SHUTDOWN_TIME_SECONDS ZEN_TIMEOUT ZEN_LOG_LEVEL ZEN_SCHEME ZEN_AUTO_PROFILE_CALLS
+ZEN_HASH_FUNCTIONS
 ZEN_HASH_MEMORY_FACTOR ZEN_SEED ZEN_THREADS
 """.split())
 
@@ -140,6 +141,10 @@ def build_parser():
                        help="response cache entries -> ZEN_CACHE_CAPACITY (default 1024)")
     knobs.add_argument("--scheme", choices=SCHEMES,
                        help="sparse allreduce algorithm -> ZEN_SCHEME (default auto)")
+    knobs.add_argument("--auto-profile-calls", metavar="P",
+                       type=_number("--auto-profile-calls", lo=0, hi=1000, integer=True),
+                       help="auto: timed calls of zen and of hc per bucket before choosing "
+                            "-> ZEN_AUTO_PROFILE_CALLS (default 3; 0: always zen)")
     knobs.add_argument("--hash-functions", metavar="K",
                        type=_number("--hash-functions", lo=1, hi=8, integer=True),
                        help="Algorithm 1's k -> ZEN_HASH_FUNCTIONS (default 3)")
@@ -235,6 +240,8 @@ def knob_env(args):
         env["ZEN_CACHE_CAPACITY"] = str(args.cache_capacity)
     if args.scheme is not None:
         env["ZEN_SCHEME"] = args.scheme
+    if args.auto_profile_calls is not None:
+        env["ZEN_AUTO_PROFILE_CALLS"] = str(args.auto_profile_calls)
     if args.hash_functions is not None:
         env["ZEN_HASH_FUNCTIONS"] = str(args.hash_functions)
     if args.timeline_filename is not None:
