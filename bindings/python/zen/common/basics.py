@@ -1,0 +1,171 @@
+"""libzen.so's process-level calls (bindings/c_api.h) through ctypes, for any framework.
+
+Loaded RTLD_GLOBAL on first use, as zen.torch does: an MPI that libzen pulls in must be
+visible to its own plugins, and every binding in the process shares this one library (one
+runtime per process). Errors raise ValueError (a refused call: not initialized, bad
+argument) or RuntimeError (zen_init failed), with the library's message.
+"""
+
+import ctypes
+import json
+import os
+import threading
+
+# Reduce operations, numbered as Horovod's (horovod.common.basics); Zen reduces with Average
+# and Sum.
+Average = 0
+Sum = 1
+Adasum = 2
+Min = 3
+Max = 4
+Product = 5
+OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
+            Product: "Product"}
+# The C API's zen_reduce_op_t.
+C_OPS = {Average: 1, Sum: 0}
+
+LIB_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib",
+                        "libzen.so")
+
+_lib = None
+_lock = threading.Lock()
+_atexit_registered = False
+
+
+def lib():
+    """The loaded libzen.so (ctypes.CDLL), loaded once."""
+    global _lib
+    with _lock:
+        if _lib is None:
+            if not os.path.exists(LIB_PATH):
+                raise ImportError("zen: %s is missing; build it with tools/build-python, "
+                                  "tools/build-tf or `pip install .`" % LIB_PATH)
+            c = ctypes.CDLL(LIB_PATH, mode=ctypes.RTLD_GLOBAL)
+            for fn in ("zen_init", "zen_shutdown", "zen_is_initialized", "zen_rank", "zen_size",
+                       "zen_local_rank", "zen_local_size", "zen_cross_rank", "zen_cross_size",
+                       "zen_stop_timeline"):
+                getattr(c, fn).restype = ctypes.c_int
+                getattr(c, fn).argtypes = []
+            for fn in ("zen_backend", "zen_version", "zen_last_error"):
+                getattr(c, fn).restype = ctypes.c_char_p
+                getattr(c, fn).argtypes = []
+            c.zen_start_timeline.restype = ctypes.c_int
+            c.zen_start_timeline.argtypes = [ctypes.c_char_p, ctypes.c_int]
+            c.zen_stats_json.restype = ctypes.c_int
+            c.zen_stats_json.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+            c.zen_free.restype = None
+            c.zen_free.argtypes = [ctypes.c_void_p]
+            _lib = c
+        return _lib
+
+
+def last_error():
+    return lib().zen_last_error().decode("utf-8", "replace")
+
+
+def init():
+    """Starts this rank's daemon from the environment (zenrun: TCP; mpirun: MPI; otherwise a
+    job of one); blocks until every rank has connected. Idempotent. Registers a shutdown at
+    exit, as Horovod does."""
+    global _atexit_registered
+    c = lib()
+    if c.zen_init() != 0:  # ctypes releases the GIL during the call
+        raise RuntimeError("zen init: " + last_error())
+    with _lock:
+        if not _atexit_registered:
+            import atexit
+            atexit.register(_shutdown_at_exit)
+            _atexit_registered = True
+
+
+def _shutdown_at_exit():
+    if _lib is not None and _lib.zen_is_initialized():
+        _lib.zen_shutdown()
+
+
+def shutdown():
+    """Stops the daemon on every rank. Returns the cause the job stopped with when another
+    rank stopped it first, "" otherwise."""
+    return "" if lib().zen_shutdown() == 0 else last_error()
+
+
+def is_initialized():
+    return bool(lib().zen_is_initialized())
+
+
+def _placement(fn):
+    value = fn()
+    if value < 0:
+        raise ValueError("zen has not been initialized; use hvd.init().")
+    return value
+
+
+def rank():
+    return _placement(lib().zen_rank)
+
+
+def size():
+    return _placement(lib().zen_size)
+
+
+def local_rank():
+    return _placement(lib().zen_local_rank)
+
+
+def local_size():
+    return _placement(lib().zen_local_size)
+
+
+def cross_rank():
+    return _placement(lib().zen_cross_rank)
+
+
+def cross_size():
+    return _placement(lib().zen_cross_size)
+
+
+def backend():
+    """"tcp", "mpi" or "in-process"; "" before init."""
+    return lib().zen_backend().decode()
+
+
+def version():
+    return lib().zen_version().decode()
+
+
+def stats():
+    """This rank's daemon counters (zen_stats_json) as a dict."""
+    c = lib()
+    out = ctypes.c_void_p()
+    if c.zen_stats_json(ctypes.byref(out)) != 0:
+        raise ValueError(last_error())
+    try:
+        return json.loads(ctypes.string_at(out.value).decode())
+    finally:
+        c.zen_free(out)
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Writes a Chrome trace per rank (".rank<N>" inserted into file_path) until
+    stop_timeline()."""
+    if lib().zen_start_timeline(str(file_path).encode(), 1 if mark_cycles else 0) != 0:
+        raise ValueError(last_error())
+
+
+def stop_timeline():
+    if lib().zen_stop_timeline() != 0:
+        raise ValueError(last_error())
+
+
+def check_op(op, average=None, what="allreduce"):
+    """Horovod's op/average arguments as one of Average, Sum; raises for the others."""
+    if op is not None and average is not None:
+        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
+    if average is not None:
+        op = Average if average else Sum
+    if op is None:
+        op = Average
+    if op not in C_OPS:
+        raise NotImplementedError("%s: zen supports op=Average and op=Sum, not %s" %
+                                  (what, OP_NAMES.get(op, op)))
+    return op

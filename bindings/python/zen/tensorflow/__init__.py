@@ -1,0 +1,34 @@
+"""zen.tensorflow: horovod.tensorflow's API over Zen's daemon.
+
+    import zen.tensorflow as hvd          # instead of: import horovod.tensorflow as hvd
+    hvd.init()
+    with tf.GradientTape() as tape:
+        loss = ...                        # an embedding's gradient is tf.IndexedSlices
+    tape = hvd.DistributedGradientTape(tape)
+    grads = tape.gradient(loss, model.trainable_variables)   # averaged over all ranks
+    opt.apply_gradients(zip(grads, model.trainable_variables))
+    hvd.broadcast_variables(model.variables, root_rank=0)    # after the first step
+
+Keras: opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)). Launch with tools/zenrun
+(TCP) or mpirun. tf.IndexedSlices gradients go through Zen's sparse allreduce (the scheme
+ZEN_SCHEME picks) and come back as tf.IndexedSlices. Zen reduces with Average and Sum and has
+only the global process set.
+"""
+
+from zen.tensorflow.compression import Compression
+from zen.tensorflow.functions import broadcast_variables
+from zen.tensorflow.gradient_tape import DistributedGradientTape
+from zen.tensorflow.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather,
+                                    allreduce, backend, barrier, broadcast, cross_rank,
+                                    cross_size, init, is_initialized, join, local_rank,
+                                    local_size, mpi_enabled, rank, shutdown, size,
+                                    start_timeline, stats, stop_timeline)
+from zen.tensorflow.optimizer import DistributedOptimizer
+
+__all__ = [
+    "Adasum", "Average", "Compression", "DistributedGradientTape", "DistributedOptimizer",
+    "Max", "Min", "Product", "Sum", "allgather", "allreduce", "backend", "barrier",
+    "broadcast", "broadcast_variables", "cross_rank", "cross_size", "init", "is_initialized",
+    "join", "local_rank", "local_size", "mpi_enabled", "rank", "shutdown", "size",
+    "start_timeline", "stats", "stop_timeline",
+]

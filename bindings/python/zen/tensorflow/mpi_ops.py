@@ -1,0 +1,241 @@
+"""zen.tensorflow's collectives: horovod.tensorflow.mpi_ops' API over Zen's daemon.
+
+Each collective is one custom op of _zen_tf_ops.so (bindings/tensorflow): an AsyncOpKernel
+that posts the tensor to the daemon and ends from the daemon's completion, so inside a
+tf.function the collectives of a step run concurrently and the daemon fuses them. Eagerly,
+each call waits for its result, as in Horovod. A failed operation (tensors that do not match
+between ranks, a name already in flight, a failed peer, a shutdown) raises the matching
+tf.errors.OpError with the daemon's message.
+
+Names: the `name` given (prefixed by the operation), else, in a graph, the input tensor's
+name, else "<op>.noname.<n>" counting this process's unnamed eager operations, which matches
+across ranks when every rank issues them in the same order (as in Horovod).
+"""
+
+import itertools
+import os
+import re
+
+import tensorflow as tf
+from tensorflow.python.framework import ops as _tf_ops
+
+from zen.common import basics
+from zen.common.basics import (Adasum, Average, Max, Min, Product, Sum, backend, cross_rank,
+                               cross_size, is_initialized, local_rank, local_size, rank, size,
+                               start_timeline, stats, stop_timeline)
+
+basics.lib()  # libzen.so first, RTLD_GLOBAL: the op library links against it
+_OPS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zen_tf_ops.so")
+if not os.path.exists(_OPS_PATH):
+    raise ImportError("zen.tensorflow: %s is missing; build it with tools/build-tf" % _OPS_PATH)
+_ops = tf.load_op_library(_OPS_PATH)
+
+__all__ = ["Adasum", "Average", "Max", "Min", "Product", "Sum", "allgather", "allreduce",
+           "backend", "barrier", "broadcast", "cross_rank", "cross_size", "init",
+           "is_initialized", "join", "local_rank", "local_size", "mpi_enabled", "rank",
+           "shutdown", "size", "start_timeline", "stats", "stop_timeline"]
+
+
+def init(comm=None, process_sets=None):
+    """Starts this rank's daemon from the environment (zenrun: TCP; mpirun: MPI; otherwise a
+    job of one). Idempotent."""
+    if comm is not None:
+        raise NotImplementedError("zen.tensorflow.init: comm is not supported; launch with "
+                                  "zenrun or mpirun")
+    if process_sets:
+        raise NotImplementedError("zen has no process sets other than the global one")
+    basics.init()
+
+
+def shutdown():
+    """Stops the daemon on every rank (a rank still waiting on an operation gets an error)."""
+    basics.shutdown()
+
+
+def mpi_enabled():
+    return backend() == "mpi"
+
+
+def _check_process_set(process_set):
+    if process_set is not None:
+        raise NotImplementedError("zen has no process sets other than the global one")
+
+
+# ---- names and dtypes ----
+
+_noname_ids = itertools.count()
+
+
+def _normalize_name(name):
+    return re.sub("[^a-zA-Z0-9_]", "_", name)
+
+
+def _name(kind, name, tensor):
+    if name:
+        return "%s.%s" % (kind, name)
+    if not tf.executing_eagerly() and hasattr(tensor, "name"):
+        return "%s.%s" % (kind, _normalize_name(tensor.name))
+    return "%s.noname.%d" % (kind, next(_noname_ids))
+
+
+# The dtypes the daemon reduces natively; small integers and bools travel as int32.
+_NATIVE = (tf.float32, tf.float16, tf.bfloat16, tf.float64, tf.int32, tf.int64)
+_WIDENED = (tf.uint8, tf.int8, tf.int16, tf.uint16, tf.bool)
+
+
+def _to_wire(tensor):
+    """(tensor in a dtype the daemon takes, its original dtype)."""
+    tensor = tf.convert_to_tensor(tensor)
+    if tensor.dtype in _NATIVE:
+        return tensor, tensor.dtype
+    if tensor.dtype in _WIDENED:
+        return tf.cast(tensor, tf.int32), tensor.dtype
+    raise ValueError("zen.tensorflow: dtype %s is not supported" % tensor.dtype.name)
+
+
+def _from_wire(tensor, dtype):
+    return tensor if tensor.dtype == dtype else tf.cast(tensor, dtype)
+
+
+# ---- allreduce ----
+
+def _allreduce(tensor, name=None, op=Sum):
+    """The raw dense op: tensor reduced over all ranks (op Average or Sum)."""
+    wire, dtype = _to_wire(tensor)
+    out = _ops.zen_allreduce(wire, _name("allreduce", name, tensor),
+                             reduce_op=basics.C_OPS[op])
+    return _from_wire(out, dtype)
+
+
+def _sparse_allreduce(slices, name=None, op=Average, compression=None):
+    """tf.IndexedSlices through Zen's sparse allreduce: the distinct rows of the reduced
+    gradient, as tf.IndexedSlices with the input's dense_shape and indices dtype."""
+    if slices.dense_shape is None:
+        raise ValueError("allreduce of tf.IndexedSlices needs its dense_shape (the row count)")
+    values, ctx = (slices.values, None) if compression is None else \
+        compression.compress(slices.values)
+    wire, dtype = _to_wire(values)
+    indices = tf.cast(slices.indices, tf.int64)
+    num_rows = tf.cast(tf.convert_to_tensor(slices.dense_shape)[0], tf.int64)
+    out_values, out_indices = _ops.zen_sparse_allreduce(
+        wire, indices, num_rows, _name("allreduce", name, slices.values),
+        reduce_op=basics.C_OPS[op])
+    out_values = _from_wire(out_values, dtype)
+    if compression is not None:
+        out_values = compression.decompress(out_values, ctx)
+    return tf.IndexedSlices(out_values, tf.cast(out_indices, slices.indices.dtype),
+                            slices.dense_shape)
+
+
+def allreduce(tensor, average=None, device_dense="", device_sparse="", compression=None,
+              op=None, prescale_factor=1.0, postscale_factor=1.0, name=None,
+              process_set=None, ignore_name_scope=False):
+    """The average (op=Average, the default) or sum (op=Sum) of tensor over all ranks.
+
+    A tf.IndexedSlices (an embedding's gradient) takes Zen's sparse path and comes back as
+    tf.IndexedSlices holding the distinct rows of the result; convert it first
+    (tf.convert_to_tensor) to reduce it densely. compression (Compression.fp16) casts
+    floating-point values to float16 on the wire."""
+    _check_process_set(process_set)
+    op = basics.check_op(op, average)
+    if isinstance(tensor, tf.IndexedSlices):
+        if prescale_factor != 1.0 or postscale_factor != 1.0:
+            raise NotImplementedError("prescale/postscale factors are not supported for "
+                                      "tf.IndexedSlices")
+        return _sparse_allreduce(tensor, name, op, compression)
+    tensor = tf.convert_to_tensor(tensor)
+    if prescale_factor != 1.0:
+        tensor = _scale(tensor, prescale_factor)
+    ctx = None
+    if compression is not None:
+        tensor, ctx = compression.compress(tensor)
+    reduced = _allreduce(tensor, name, op)
+    if compression is not None:
+        reduced = compression.decompress(reduced, ctx)
+    if postscale_factor != 1.0:
+        reduced = _scale(reduced, postscale_factor)
+    return reduced
+
+
+def _scale(tensor, factor):
+    if tensor.dtype.is_floating:
+        return tensor * tf.cast(factor, tensor.dtype)
+    return tf.cast(tf.cast(tensor, tf.float64) * factor, tensor.dtype)
+
+
+def _grad_name(op, kind):
+    """The gradient's name: the forward operation's, prefixed (a string tensor in a graph)."""
+    return tf.strings.join(["grad.", kind, ".", op.inputs[-1]])
+
+
+@_tf_ops.RegisterGradient("ZenAllreduce")
+def _allreduce_grad(op, grad):
+    """The gradient of an allreduce is the allreduce of the gradient (same reduce op)."""
+    reduced = _ops.zen_allreduce(grad, _grad_name(op, "allreduce"),
+                                 reduce_op=op.get_attr("reduce_op"))
+    return reduced, None
+
+
+# ---- allgather ----
+
+def allgather(tensor, name=None, process_set=None, ignore_name_scope=False):
+    """Every rank's tensor concatenated along the first dimension, in rank order (ranks may
+    differ in that dimension)."""
+    _check_process_set(process_set)
+    wire, dtype = _to_wire(tensor)
+    if wire.shape.rank == 0:
+        raise ValueError("allgather needs a tensor of at least one dimension")
+    return _from_wire(_ops.zen_allgather(wire, _name("allgather", name, tensor)), dtype)
+
+
+@_tf_ops.RegisterGradient("ZenAllgather")
+def _allgather_grad(op, grad):
+    """This rank's slice of the summed gradient (as horovod.tensorflow)."""
+    grad = _ops.zen_allreduce(grad, _grad_name(op, "allgather"), reduce_op=basics.C_OPS[Sum])
+    rows = tf.reshape(tf.shape(op.inputs[0], out_type=tf.int64)[0], [1])
+    all_rows = _ops.zen_allgather(rows, _grad_name(op, "allgather.rows"))
+    offset = tf.reduce_sum(all_rows[:rank()])
+    return tf.slice(grad, tf.concat([[offset], tf.zeros([tf.rank(grad) - 1], tf.int64)], 0),
+                    tf.shape(op.inputs[0], out_type=tf.int64)), None
+
+
+# ---- broadcast ----
+
+def broadcast(tensor, root_rank, name=None, process_set=None, ignore_name_scope=False):
+    """root_rank's tensor on every rank."""
+    _check_process_set(process_set)
+    if not isinstance(root_rank, int) or root_rank < 0:
+        raise ValueError("broadcast: root_rank must be a rank, not %r" % (root_rank,))
+    wire, dtype = _to_wire(tensor)
+    out = _ops.zen_broadcast(wire, _name("broadcast", name, tensor), root_rank=root_rank)
+    return _from_wire(out, dtype)
+
+
+@_tf_ops.RegisterGradient("ZenBroadcast")
+def _broadcast_grad(op, grad):
+    """The summed gradient on the root rank, zeros elsewhere (as horovod.tensorflow)."""
+    reduced = _ops.zen_allreduce(grad, _grad_name(op, "broadcast"),
+                                 reduce_op=basics.C_OPS[Sum])
+    if rank() != op.get_attr("root_rank"):
+        return reduced * 0, None
+    return reduced, None
+
+
+# ---- join, barrier ----
+
+def join():
+    """This rank has no more data: until every rank has joined it contributes zeros (sparse:
+    no rows) to the others' allreduces. Returns the rank that joined last, the same on every
+    rank (an int32 scalar tensor, as in Horovod)."""
+    return _ops.zen_join()
+
+
+def barrier(process_set=None):
+    """Returns once every rank has called barrier()."""
+    _check_process_set(process_set)
+    return _ops.zen_barrier()
+
+
+_tf_ops.NotDifferentiable("ZenJoin")
+_tf_ops.NotDifferentiable("ZenBarrier")
+_tf_ops.NotDifferentiable("ZenSparseAllreduce")

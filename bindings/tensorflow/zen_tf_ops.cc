@@ -1,0 +1,86 @@
+// zen.tensorflow's op definitions (the kernels are in zen_tf_kernels.cc). Every op takes the
+// operation's name as a scalar string input rather than an attribute, so that an eager
+// program's generated names do not each instantiate a kernel. As in Horovod, the collectives
+// are not marked stateful: tf.function orders stateful ops one after the other (automatic
+// control dependencies), which would run a step's collectives one at a time instead of all
+// in flight for the daemon to fuse. The graph optimizer may then merge two collectives of
+// the same input and name, or drop one whose result is unused, the same way on every rank.
+// Join and barrier have no data to depend on and are stateful, so they are never dropped.
+#include "tensorflow/core/framework/common_shape_fns.h"
+#include "tensorflow/core/framework/op.h"
+#include "tensorflow/core/framework/shape_inference.h"
+
+namespace tensorflow {
+namespace {
+
+using shape_inference::InferenceContext;
+using shape_inference::ShapeHandle;
+
+// The input's shape with an unknown first dimension (how many rows only the collective knows).
+absl::Status unknownRows(InferenceContext* c, int input, int output) {
+  ShapeHandle in = c->input(input);
+  ShapeHandle out;
+  TF_RETURN_IF_ERROR(c->WithRankAtLeast(in, 1, &in));
+  TF_RETURN_IF_ERROR(c->ReplaceDim(in, 0, c->UnknownDim(), &out));
+  c->set_output(output, out);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+REGISTER_OP("ZenAllreduce")
+    .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")
+    .Attr("reduce_op: int")
+    .Input("tensor: T")
+    .Input("tensor_name: string")
+    .Output("reduced: T")
+    .SetShapeFn(shape_inference::UnchangedShape)
+    .Doc("Sum or average of tensor over all ranks (reduce_op: 0 Sum, 1 Average).");
+
+REGISTER_OP("ZenSparseAllreduce")
+    .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")
+    .Attr("reduce_op: int")
+    .Input("values: T")
+    .Input("indices: int64")
+    .Input("num_rows: int64")
+    .Input("tensor_name: string")
+    .Output("out_values: T")
+    .Output("out_indices: int64")
+    .SetShapeFn([](InferenceContext* c) {
+      TF_RETURN_IF_ERROR(unknownRows(c, 0, 0));
+      c->set_output(1, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    })
+    .Doc(
+        "Row-sparse allreduce: rows values[i] at indices[i] of a [num_rows, ...] tensor, "
+        "repeats summed; returns the distinct rows of the result in increasing order.");
+
+REGISTER_OP("ZenAllgather")
+    .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")
+    .Input("tensor: T")
+    .Input("tensor_name: string")
+    .Output("gathered: T")
+    .SetShapeFn([](InferenceContext* c) { return unknownRows(c, 0, 0); })
+    .Doc("Every rank's tensor concatenated along the first dimension, in rank order.");
+
+REGISTER_OP("ZenBroadcast")
+    .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")
+    .Attr("root_rank: int")
+    .Input("tensor: T")
+    .Input("tensor_name: string")
+    .Output("broadcast: T")
+    .SetShapeFn(shape_inference::UnchangedShape)
+    .Doc("root_rank's tensor on every rank.");
+
+REGISTER_OP("ZenJoin")
+    .Output("last_joined_rank: int32")
+    .SetIsStateful()
+    .SetShapeFn(shape_inference::ScalarShape)
+    .Doc("This rank has no more data; ends when every rank has joined.");
+
+REGISTER_OP("ZenBarrier")
+    .SetIsStateful()
+    .SetShapeFn(shape_inference::NoOutputs)
+    .Doc("Ends when every rank has reached it.");
+
+}  // namespace tensorflow

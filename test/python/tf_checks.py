@@ -1,0 +1,349 @@
+"""What every rank runs in test_tensorflow.py: zen.tensorflow's API, check by check.
+
+    tools/zenrun -np N .venv-tf/bin/python tf_checks.py [CHECK ...]
+
+Runs the named checks (default: all, in order) on every rank, with a barrier after each,
+and prints one line per check and rank: `ZENTEST {"check": ..., "ok": ..., "error": ...}`.
+Every check is collective (all ranks post the same operations, apart from those a check
+makes differ on purpose). Inputs are small integers from fixed seeds (the same on every
+rank), so sums are exact in every dtype.
+"""
+
+import json
+import os
+import sys
+import time
+import traceback
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+
+import zen.tensorflow as hvd  # noqa: E402
+
+CHECKS = []
+DTYPES = [tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32, tf.int64]
+WIDENED = [tf.uint8, tf.int8, tf.int16]
+
+
+def check(fn):
+    CHECKS.append(fn)
+    return fn
+
+
+def small_ints(shape, dtype, seed=1234, lo=-8, hi=8):
+    values = np.random.RandomState(seed).randint(lo, hi + 1, size=shape)
+    return tf.cast(tf.constant(values, dtype=tf.int64), dtype)
+
+
+def equal(a, b):
+    a, b = tf.convert_to_tensor(a), tf.convert_to_tensor(b)
+    return a.dtype == b.dtype and a.shape == b.shape and bool(tf.reduce_all(a == b))
+
+
+def expect_raises(exc, fn, contains=None):
+    try:
+        fn()
+    except exc as e:
+        if contains is not None:
+            assert contains in str(e), "%r not in %r" % (contains, str(e))
+        return e
+    raise AssertionError("%s was not raised" % exc.__name__)
+
+
+# ---- basics ----
+
+@check
+def basics():
+    rank, size = int(os.environ["ZEN_RANK"]), int(os.environ["ZEN_SIZE"])
+    assert hvd.is_initialized()
+    assert hvd.rank() == rank and hvd.size() == size, (hvd.rank(), hvd.size(), rank, size)
+    assert hvd.local_rank() == int(os.environ["ZEN_LOCAL_RANK"])
+    assert hvd.local_size() == size and hvd.cross_rank() == 0 and hvd.cross_size() == 1
+    assert not hvd.mpi_enabled() and hvd.backend() == "tcp"
+    assert hvd.Average != hvd.Sum
+    assert "cycles" in hvd.stats()
+
+
+# ---- allreduce ----
+
+@check
+def allreduce_dtypes_and_dims():
+    size, rank = hvd.size(), hvd.rank()
+    for dtype in DTYPES:
+        for dim in (0, 1, 2, 3):
+            t = small_ints([5] * dim, dtype)
+            summed = hvd.allreduce(t, op=hvd.Sum, name="sum.%s.%d" % (dtype.name, dim))
+            assert equal(summed, t * size), (dtype, dim)
+            assert equal(hvd.allreduce(t), t), (dtype, dim)  # Average, unnamed
+            mine = t + tf.cast(rank, dtype)
+            assert equal(hvd.allreduce(mine, op=hvd.Sum),
+                         t * size + tf.cast(size * (size - 1) // 2, dtype)), (dtype, dim)
+    for dtype in WIDENED:
+        t = small_ints([4, 3], dtype, lo=0, hi=3)
+        assert equal(hvd.allreduce(t, op=hvd.Sum), t * size), dtype
+    flags = tf.constant([rank == 0, False])
+    assert hvd.allreduce(flags, op=hvd.Sum).numpy().tolist() == [True, False]
+    assert equal(hvd.allreduce(tf.zeros([0, 3]), op=hvd.Sum), tf.zeros([0, 3]))
+    t = small_ints([4], tf.float32)
+    assert equal(hvd.allreduce(t, average=False), t * size)
+    expect_raises(ValueError, lambda: hvd.allreduce(t, average=True, op=hvd.Sum))
+    for op in (hvd.Adasum, hvd.Min, hvd.Max, hvd.Product):
+        expect_raises(NotImplementedError, lambda: hvd.allreduce(t, op=op))
+    expect_raises(ValueError, lambda: hvd.allreduce(tf.zeros([2], tf.complex64)),
+                  "not supported")
+
+
+@check
+def allreduce_scaling_compression_and_grad():
+    size = hvd.size()
+    t = small_ints([4, 4], tf.float32)
+    assert equal(hvd.allreduce(t, op=hvd.Sum, prescale_factor=2.0, postscale_factor=0.5),
+                 t * size)
+    assert equal(hvd.allreduce(t, postscale_factor=3.0), t * 3.0)
+    out = hvd.allreduce(t, op=hvd.Sum, compression=hvd.Compression.fp16)
+    assert equal(out, t * size)
+    ints = small_ints([4], tf.int64)
+    assert equal(hvd.allreduce(ints, op=hvd.Sum, compression=hvd.Compression.fp16), ints * size)
+    for op, factor in ((hvd.Sum, size), (hvd.Average, 1)):
+        x = tf.Variable(small_ints([3, 2], tf.float32))
+        with tf.GradientTape() as tape:
+            y = hvd.allreduce(x, op=op)
+            loss = tf.reduce_sum(y)
+        assert equal(tape.gradient(loss, x), tf.fill([3, 2], float(factor))), op
+
+
+@check
+def allreduce_in_a_function_fuses():
+    size = hvd.size()
+    tensors = [small_ints([3, 4], tf.float32, seed=i) for i in range(20)]
+
+    @tf.function
+    def many(xs):
+        return [hvd.allreduce(x, op=hvd.Sum, name="fn.%d" % i) for i, x in enumerate(xs)]
+
+    for _ in range(2):  # the second call runs the traced graph again
+        outs = many(tensors)
+        assert all(equal(o, t * size) for o, t in zip(outs, tensors))
+    stats = hvd.stats()["tensors"]
+    assert max(stats["allreduce.fn.%d" % i]["last_bucket_size"] for i in range(20)) > 1
+
+    @tf.function
+    def unnamed(x):  # graph names come from the tensors
+        return hvd.allreduce(x * 2.0, op=hvd.Sum), hvd.allgather(x), hvd.broadcast(x, 0)
+
+    s, g, b = unnamed(tensors[0])
+    assert equal(s, tensors[0] * 2.0 * size) and g.shape[0] == 3 * size
+    assert equal(b, tensors[0])
+
+
+# ---- sparse ----
+
+def indexed_slices(rank, seed, rows=12, width=3, nnz=5, dtype=tf.float32, index_dtype=tf.int64):
+    """Rows that overlap across ranks ([rank, rank + 1]) and repeat within a rank."""
+    rs = np.random.RandomState(seed + rank)
+    idx = np.concatenate([[rank % rows, (rank + 1) % rows, rank % rows],
+                          rs.randint(0, rows, size=nnz)])
+    values = rs.randint(-4, 5, size=(len(idx), width))
+    return tf.IndexedSlices(tf.cast(tf.constant(values), dtype), tf.constant(idx, index_dtype),
+                            tf.constant([rows, width], tf.int64))
+
+
+def dense_of(slices, rows):
+    return tf.math.unsorted_segment_sum(tf.cast(slices.values, tf.float64),
+                                        tf.cast(slices.indices, tf.int32), rows)
+
+
+@check
+def indexed_slices_match_dense():
+    size, rank = hvd.size(), hvd.rank()
+    n = 0
+    for dtype in DTYPES:
+        for index_dtype in (tf.int64, tf.int32):
+            for op in (hvd.Sum, hvd.Average):
+                n += 1
+                mine = indexed_slices(rank, 100 * n, dtype=dtype, index_dtype=index_dtype)
+                want = sum(dense_of(indexed_slices(r, 100 * n, dtype=dtype), 12)
+                           for r in range(size))
+                if op == hvd.Average:
+                    want = want / size
+                    if not dtype.is_floating:
+                        want = tf.math.sign(want) * tf.math.floor(tf.abs(want))  # truncation
+                out = hvd.allreduce(mine, op=op, name="sp.%d" % n)
+                assert isinstance(out, tf.IndexedSlices), type(out)
+                assert out.values.dtype == dtype and out.indices.dtype == index_dtype
+                idx = out.indices.numpy().tolist()
+                assert idx == sorted(set(idx)), idx  # distinct rows, increasing
+                assert out.dense_shape.numpy().tolist() == [12, 3]
+                got = dense_of(out, 12)
+                tol = 5e-2 if dtype in (tf.float16, tf.bfloat16) else 1e-9
+                assert np.allclose(got.numpy(), want.numpy(), atol=tol), (dtype, op, got, want)
+    # A rank with no rows; 1-D values (a vector's rows); fp16 compression of the values.
+    empty = tf.IndexedSlices(tf.zeros([0, 3]), tf.zeros([0], tf.int64), tf.constant([12, 3]))
+    full = indexed_slices(0, 7)
+    out = hvd.allreduce(full if rank == 0 else empty, op=hvd.Sum, name="sp.empty")
+    assert np.array_equal(dense_of(out, 12).numpy(), dense_of(full, 12).numpy())
+    vec = tf.IndexedSlices(tf.constant([1.0, 2.0, 3.0]), tf.constant([4, 0, 4], tf.int64),
+                           tf.constant([6], tf.int64))
+    out = hvd.allreduce(vec, op=hvd.Sum, name="sp.vector")
+    assert out.indices.numpy().tolist() == [0, 4]
+    assert out.values.numpy().tolist() == [2.0 * size, 4.0 * size]
+    out = hvd.allreduce(indexed_slices(rank, 9), op=hvd.Sum, name="sp.fp16",
+                        compression=hvd.Compression.fp16)
+    want = sum(dense_of(indexed_slices(r, 9), 12) for r in range(size))
+    assert out.values.dtype == tf.float32 and np.array_equal(dense_of(out, 12), want)
+    expect_raises(NotImplementedError, lambda: hvd.allreduce(full, op=hvd.Max))
+    expect_raises(NotImplementedError, lambda: hvd.allreduce(full, prescale_factor=2.0))
+
+    # Inside a function: many in flight at once.
+    @tf.function
+    def several(slices):
+        return [hvd.allreduce(s, op=hvd.Sum, name="spf.%d" % i) for i, s in enumerate(slices)]
+
+    inputs = [indexed_slices(rank, 50 + i) for i in range(8)]
+    for i, out in enumerate(several(inputs)):
+        want = sum(dense_of(indexed_slices(r, 50 + i), 12) for r in range(size))
+        assert np.array_equal(dense_of(out, 12).numpy(), want.numpy()), i
+    schemes = hvd.stats()["buckets_by_scheme"]
+    assert any(k in schemes for k in ("zen", "hc", "agsparse", "blocks", "dense")), schemes
+
+
+# ---- allgather, broadcast ----
+
+@check
+def allgather():
+    size, rank = hvd.size(), hvd.rank()
+    for dtype in DTYPES + WIDENED:
+        for dim in (1, 2, 3):
+            t = tf.fill([rank + 1] + [3] * (dim - 1), tf.cast(rank, dtype))
+            g = hvd.allgather(t, name="ag.%s.%d" % (dtype.name, dim))
+            assert g.dtype == dtype and g.shape[0] == size * (size + 1) // 2
+            assert g.shape[1:] == [3] * (dim - 1)
+            at = 0
+            for r in range(size):
+                assert equal(g[at:at + r + 1], tf.fill([r + 1] + [3] * (dim - 1),
+                                                       tf.cast(r, dtype)))
+                at += r + 1
+    expect_raises(ValueError, lambda: hvd.allgather(tf.constant(1.0)))
+    # The gradient: this rank's slice of the summed gradient.
+    x = tf.Variable(tf.ones([rank + 1, 2]))
+    with tf.GradientTape() as tape:
+        y = hvd.allgather(x)
+        weights = tf.concat([tf.fill([r + 1, 2], float(r)) for r in range(size)], 0)
+        loss = tf.reduce_sum(y * weights)
+    assert equal(tape.gradient(loss, x), tf.fill([rank + 1, 2], float(rank * size)))
+
+
+@check
+def broadcast():
+    size, rank = hvd.size(), hvd.rank()
+    for root in range(size):
+        for dtype in DTYPES + [tf.uint8, tf.bool]:
+            t = tf.fill([3, 2], tf.cast(rank, dtype))
+            out = hvd.broadcast(t, root, name="bc.%d.%s" % (root, dtype.name))
+            assert equal(out, tf.fill([3, 2], tf.cast(root, dtype))), (root, dtype)
+    assert float(hvd.broadcast(tf.constant(float(rank)), size - 1)) == size - 1
+    # The gradient: the summed gradient on the root, zeros elsewhere.
+    x = tf.Variable(tf.ones([3]))
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(hvd.broadcast(x, 0))
+    want = tf.fill([3], float(size)) if rank == 0 else tf.zeros([3])
+    assert equal(tape.gradient(loss, x), want)
+    expect_raises(ValueError, lambda: hvd.broadcast(t, -1))
+
+
+@check
+def broadcast_variables():
+    rank = hvd.rank()
+    variables = [tf.Variable(tf.fill([4, 3], float(rank))), tf.Variable(rank, dtype=tf.int64),
+                 tf.Variable(tf.fill([2], rank == 0))]
+    hvd.broadcast_variables(variables, root_rank=0)
+    assert equal(variables[0], tf.zeros([4, 3])) and int(variables[1]) == 0
+    assert variables[2].numpy().tolist() == [True, True]
+    import keras
+    keras.utils.set_random_seed(rank)  # different weights on every rank
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.Dense(2)])
+    hvd.broadcast_variables(model.variables, root_rank=hvd.size() - 1)
+    for v in model.variables:
+        gathered = hvd.allgather(tf.expand_dims(tf.convert_to_tensor(v), 0))
+        assert all(equal(gathered[r], gathered[0]) for r in range(hvd.size())), v.path
+
+
+# ---- errors ----
+
+@check
+def errors_reach_every_rank():
+    size, rank = hvd.size(), hvd.rank()
+    if size == 1:
+        return
+    t = tf.ones([2 + rank, 3])
+    e = expect_raises(tf.errors.OpError, lambda: hvd.allreduce(t, name="bad.shape"))
+    assert "bad.shape" in e.message, e.message
+    t = tf.ones([4], tf.int32 if rank % 2 == 0 else tf.float32)
+    e = expect_raises(tf.errors.OpError, lambda: hvd.allreduce(t, name="bad.dtype"))
+    assert "bad.dtype" in e.message and "float32" in e.message, e.message
+    expect_raises(tf.errors.OpError, lambda: hvd.allgather(tf.ones([2, 3 + rank]),
+                                                           name="bad.gather"))
+    expect_raises(tf.errors.OpError, lambda: hvd.broadcast(tf.ones([2]), rank, name="bad.root"))
+    sp = tf.IndexedSlices(tf.ones([2, 2]), tf.constant([0, 1], tf.int64),
+                          tf.constant([10 + rank, 2], tf.int64))
+    expect_raises(tf.errors.OpError, lambda: hvd.allreduce(sp, name="bad.sparse"))
+    # A name in flight: refused on the rank that posted it twice (the others post it once,
+    # late, so the first is surely still pending); the first still completes. (Different
+    # inputs: the graph optimizer would merge two equal collectives.)
+
+    @tf.function
+    def twice(x):
+        return hvd.allreduce(x, name="dup", op=hvd.Sum), hvd.allreduce(x * 2.0, name="dup",
+                                                                        op=hvd.Sum)
+
+    if rank == 0:
+        e = expect_raises(tf.errors.InvalidArgumentError, lambda: twice(tf.ones([3])))
+        assert "already in flight" in e.message, e.message
+    else:
+        time.sleep(0.5)
+        hvd.allreduce(tf.ones([3]), name="dup", op=hvd.Sum)
+    # The daemon is still fine.
+    assert equal(hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="after"), tf.fill([2], float(size)))
+
+
+# ---- join, barrier ----
+
+@check
+def join_and_barrier():
+    size, rank = hvd.size(), hvd.rank()
+    hvd.barrier()
+    if rank == 0:
+        # The other ranks have joined: they contribute zeros (dense) and no rows (sparse).
+        t = tf.fill([3], 4.0)
+        assert equal(hvd.allreduce(t, op=hvd.Sum, name="join.dense"), t)
+        sp = indexed_slices(0, 3)
+        out = hvd.allreduce(sp, op=hvd.Sum, name="join.sparse")
+        assert np.array_equal(dense_of(out, 12), dense_of(sp, 12))
+        time.sleep(0.2)
+    last = hvd.join()
+    assert int(last) == (0 if size > 1 else rank), int(last)
+    hvd.barrier()
+
+
+def main(names):
+    hvd.init()
+    selected = [fn for fn in CHECKS if not names or fn.__name__ in names]
+    for fn in selected:
+        result = {"check": fn.__name__, "ok": True, "error": None}
+        try:
+            fn()
+        except Exception:  # noqa: BLE001 - reported to the test
+            result = {"check": fn.__name__, "ok": False, "error": traceback.format_exc()}
+        print("ZENTEST " + json.dumps(result), flush=True)
+        hvd.barrier()
+    hvd.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
