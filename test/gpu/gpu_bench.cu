@@ -6,7 +6,8 @@
 // host synchronizations) and the achieved bandwidth, counting logical bytes read plus bytes
 // written (formulas below), against cudaMemcpy device-to-device measured in the same run
 // the same way. It also checks that the round trip of n identical ranks returns exactly n
-// times the input tensor.
+// times the input tensor. With NCCL built in, one row per GPU scheme (zen, agsparse, dense)
+// end to end on one rank (gpu_bench_schemes.cc), checked against the input.
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -23,6 +24,9 @@
 #include "cuda/gpu_hash_partitioner.h"
 #include "cuda/gpu_nonzero.h"
 #include "cuda/gpu_plan.h"
+#ifdef ZEN_HAVE_NCCL
+#include "test/gpu/gpu_bench_schemes.h"
+#endif
 
 namespace zen::cuda {
 namespace {
@@ -251,6 +255,24 @@ Status run(const Options& o) {
         static_cast<long long>(o.rows * o.rowSize), static_cast<long long>(nnz),
         partitioner.lastAttempts(), partitioner.scratchBytes() / 1e6);
     allOk = allOk && mismatches == 0;
+
+#ifdef ZEN_HAVE_NCCL
+    // The GPU schemes end to end on one rank (NCCL to itself): one rank's Sum is the input.
+    const Status schemes = benchGpuSchemes(label, view, decoded.data(), 2, [&]() -> uint64_t {
+      cudaMemset(bad, 0, sizeof(*bad));
+      countMismatchKernel<<<4096, 256>>>(dense.as<float>(), decoded.as<float>(), o.rows * o.rowSize,
+                                         1.0f, bad);
+      unsigned long long count = 0;
+      if (cudaMemcpy(&count, bad, sizeof(count), cudaMemcpyDeviceToHost) != cudaSuccess) {
+        return ~0ull;
+      }
+      return count;
+    });
+    if (!schemes.isOk()) {
+      std::printf("%-8s GPU schemes: %s\n", label, schemes.toString().c_str());
+      allOk = false;
+    }
+#endif
   }
   cudaFree(bad);
   std::printf(
