@@ -69,12 +69,22 @@ Result<ReduceOp> reduceOpOf(int32_t op) {
   return op == ZEN_SUM ? ReduceOp::kSum : ReduceOp::kAverage;
 }
 
+Result<Device> deviceOf(int32_t type, int32_t index, const char* what) {
+  ZEN_CHECK_ARG(type == ZEN_DEVICE_CPU || type == ZEN_DEVICE_CUDA,
+                "{} tensor: unknown device type {} (ZEN_DEVICE_CPU or ZEN_DEVICE_CUDA)", what,
+                type);
+  if (type == ZEN_DEVICE_CPU) return Device::cpu();
+  ZEN_CHECK_ARG(index >= 0, "{} tensor: CUDA device index {}", what, index);
+  return Device::cuda(index);
+}
+
 Result<DenseView> denseOf(const zen_tensor_t* t, const char* what) {
   ZEN_CHECK_ARG(t != nullptr, "no {} tensor", what);
   ZEN_CHECK_ARG(t->ndims >= 0 && (t->ndims == 0 || t->shape != nullptr),
                 "{} tensor: {} dimensions and {} shape", what, t->ndims, t->shape ? "a" : "no");
   DenseView v;
   v.data = t->data;
+  ZEN_ASSIGN_OR_RETURN(v.device, deviceOf(t->device_type, t->device_index, what));
   ZEN_ASSIGN_OR_RETURN(v.dtype, dtypeOf(t->dtype));
   v.shape = TensorShape(std::vector<int64_t>(t->shape, t->shape + t->ndims));
   return v;
@@ -92,7 +102,8 @@ Result<TensorOp> opOf(const zen_op_t& op) {
       ZEN_ASSIGN_OR_RETURN(DenseView in, denseOf(&op.input, "input"));
       ZEN_ASSIGN_OR_RETURN(DenseView out, denseOf(&op.output, "output"));
       ZEN_ASSIGN_OR_RETURN(ReduceOp reduce, reduceOpOf(op.reduce_op));
-      return TensorOp::allreduce(std::move(name), in, out, reduce);
+      return TensorOp::allreduce(std::move(name), in, out, reduce)
+          .withReady({op.input.ready_event, op.input.stream});
     }
     case ZEN_OP_SPARSE_ALLREDUCE: {
       ZEN_ASSIGN_OR_RETURN(std::string name, nameOf(op.name));
@@ -104,23 +115,28 @@ Result<TensorOp> opOf(const zen_op_t& op) {
       s.numRows = op.sparse.num_rows;
       s.rowSize = op.sparse.row_size;
       ZEN_ASSIGN_OR_RETURN(s.dtype, dtypeOf(op.sparse.dtype));
+      ZEN_ASSIGN_OR_RETURN(s.device,
+                           deviceOf(op.sparse.device_type, op.sparse.device_index, "sparse"));
       DenseView out;
       if (op.dense_output.data != nullptr) {
         ZEN_ASSIGN_OR_RETURN(out, denseOf(&op.dense_output, "dense output"));
       }
-      return TensorOp::sparseAllreduce(std::move(name), s, reduce, out);
+      return TensorOp::sparseAllreduce(std::move(name), s, reduce, out)
+          .withReady({op.sparse.ready_event, op.sparse.stream});
     }
     case ZEN_OP_ALLGATHER: {
       ZEN_ASSIGN_OR_RETURN(std::string name, nameOf(op.name));
       ZEN_ASSIGN_OR_RETURN(DenseView in, denseOf(&op.input, "input"));
       ZEN_CHECK_ARG(in.shape.rank() >= 1, "allgather '{}': a tensor of at least one dimension",
                     name);
-      return TensorOp::allgather(std::move(name), in);
+      return TensorOp::allgather(std::move(name), in)
+          .withReady({op.input.ready_event, op.input.stream});
     }
     case ZEN_OP_BROADCAST: {
       ZEN_ASSIGN_OR_RETURN(std::string name, nameOf(op.name));
       ZEN_ASSIGN_OR_RETURN(DenseView t, denseOf(&op.input, "broadcast"));
-      return TensorOp::broadcast(std::move(name), t, op.root_rank);
+      return TensorOp::broadcast(std::move(name), t, op.root_rank)
+          .withReady({op.input.ready_event, op.input.stream});
     }
     case ZEN_OP_JOIN:
       return TensorOp::join();
@@ -266,6 +282,14 @@ const char* zen_backend(void) {
 
 const char* zen_version(void) {
   return ZEN_VERSION_STRING;
+}
+
+int zen_cuda_built(void) {
+#ifdef ZEN_HAVE_NCCL
+  return 1;
+#else
+  return 0;
+#endif
 }
 
 const char* zen_last_error(void) {

@@ -24,9 +24,18 @@
  * the operation completes. Outputs whose size only the collective knows (sparse result,
  * gathered tensor) are owned by the handle and readable until zen_release.
  *
- * Threads: any thread may call any function. Completions run on the background thread,
- * after the outputs are readable, possibly before the enqueue call returns; they must be
- * quick and must not wait on handles. */
+ * GPU tensors: set device_type = ZEN_DEVICE_CUDA and device_index (zero-initialized fields
+ * mean host memory). The daemon runs them on its own CUDA stream once they are ready: after
+ * ready_event (a cudaEvent_t) if given, else after the work queued so far on `stream` (a
+ * cudaStream_t, say the framework's current stream; the daemon records an event there during
+ * the enqueue call), else at once. When the operation completes, the outputs are written
+ * (zen_wait returns after the device finished). A build without CUDA refuses them
+ * (ZEN_INVALID_ARGUMENT, "built without CUDA"). The sparse result (zen_sparse_result) and the
+ * gathered tensor are in host memory.
+ *
+ * Threads: any thread may call any function. Completions run on the background thread (for
+ * GPU tensors: the daemon's finalizer thread), after the outputs are readable, possibly
+ * before the enqueue call returns; they must be quick and must not wait on handles. */
 
 #include <stddef.h>
 #include <stdint.h>
@@ -41,7 +50,7 @@
 extern "C" {
 #endif
 
-#define ZEN_C_API_VERSION 1
+#define ZEN_C_API_VERSION 2
 
 /* Codes 1..8 are the daemon's status codes (zen::StatusCode). */
 typedef enum zen_code {
@@ -82,16 +91,24 @@ typedef enum zen_op_kind {
 /* > 0; unique within the process; valid until zen_release. */
 typedef int64_t zen_handle_t;
 
-/* A dense tensor in host memory, C order. */
+typedef enum zen_device_type { ZEN_DEVICE_CPU = 0, ZEN_DEVICE_CUDA = 1 } zen_device_type_t;
+
+/* A dense tensor, C order, in host memory unless device_type says CUDA (see "GPU tensors"
+ * above; the last four fields may stay zero for a host tensor). */
 typedef struct zen_tensor {
   void* data;
   int32_t dtype; /* zen_dtype_t */
   int32_t ndims;
   const int64_t* shape; /* ndims entries; copied by enqueue */
+  int32_t device_type;  /* zen_device_type_t */
+  int32_t device_index; /* CUDA device ordinal */
+  void* ready_event;    /* cudaEvent_t or NULL: the input is ready after it */
+  void* stream;         /* cudaStream_t or NULL: the input is ready after its queued work */
 } zen_tensor_t;
 
 /* A row-sparse COO tensor: nnz row indices into [0, num_rows), which may repeat (repeated
- * rows are summed), and their rows, values[nnz x row_size]. */
+ * rows are summed), and their rows, values[nnz x row_size]. indices and values live on the
+ * same device (the device fields as in zen_tensor_t). */
 typedef struct zen_sparse_tensor {
   const int64_t* indices;
   const void* values;
@@ -99,6 +116,10 @@ typedef struct zen_sparse_tensor {
   int64_t num_rows;
   int64_t row_size;
   int32_t dtype; /* zen_dtype_t */
+  int32_t device_type;
+  int32_t device_index;
+  void* ready_event;
+  void* stream;
 } zen_sparse_tensor_t;
 
 /* Runs on the background thread when the operation ends; message is "" on success and valid
@@ -139,6 +160,8 @@ ZEN_C_EXPORT int zen_cross_size(void);
 /* "tcp", "mpi", "in-process"; "" before zen_init. Static storage. */
 ZEN_C_EXPORT const char* zen_backend(void);
 ZEN_C_EXPORT const char* zen_version(void);
+/* 1 when this libzen takes CUDA tensors (built with CUDA and NCCL), else 0. */
+ZEN_C_EXPORT int zen_cuda_built(void);
 /* The message of the last failed call on this thread ("" if none); valid until this
  * thread's next failing call. */
 ZEN_C_EXPORT const char* zen_last_error(void);

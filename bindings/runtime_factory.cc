@@ -14,6 +14,10 @@
 #ifdef ZEN_HAVE_MPI
 #include <mpi.h>
 #endif
+#ifdef ZEN_HAVE_CUDA
+#include "cuda/cuda_executor.h"
+#include "cuda/dispatch_executor.h"
+#endif
 
 namespace zen::bindings {
 namespace {
@@ -195,8 +199,15 @@ Result<std::unique_ptr<Runtime>> assembleRuntime(const Config& config,
   auto negotiator = std::make_unique<controller::ChannelNegotiator>(
       controller::NegotiatorOptions::fromConfig(config, rank, size), options.logger);
   auto channel = std::make_unique<ops::TransportControlChannel>(std::move(control));
-  auto executor = std::make_unique<ops::CpuExecutor>(std::move(data),
-                                                     ops::CpuExecutorOptions::fromConfig(config));
+  std::unique_ptr<Executor> executor = std::make_unique<ops::CpuExecutor>(
+      std::move(data), ops::CpuExecutorOptions::fromConfig(config));
+#ifdef ZEN_HAVE_CUDA
+  // GPU buckets to the CUDA executor, which bootstraps NCCL over the CPU executor's transport.
+  ops::Transport& bootstrap = static_cast<ops::CpuExecutor&>(*executor).transport();
+  auto gpu = std::make_unique<cuda::CudaExecutor>(bootstrap,
+                                                  cuda::CudaExecutorOptions::fromConfig(config));
+  executor = std::make_unique<cuda::DispatchExecutor>(rank, std::move(executor), std::move(gpu));
+#endif
   return Runtime::create(std::move(options), std::move(channel), std::move(negotiator),
                          std::move(executor), std::move(finalizer));
 }

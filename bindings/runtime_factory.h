@@ -62,7 +62,9 @@ Result<std::unique_ptr<Runtime>> createInProcessRuntime(
     const InProcessJob& job,
     std::shared_ptr<spdlog::logger> logger = nullptr);
 
-// The common tail: channel, negotiator and CPU executor over the two transports.
+// The common tail: channel, negotiator and executor over the two transports: the CPU
+// executor, paired in a CUDA build with the CUDA executor for GPU tensors
+// (cuda/dispatch_executor.h; a build without CUDA refuses GPU tensors at enqueue).
 Result<std::unique_ptr<Runtime>> assembleRuntime(const Config& config,
                                                  std::unique_ptr<ops::Transport> control,
                                                  std::unique_ptr<ops::Transport> data,

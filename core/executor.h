@@ -1,11 +1,17 @@
 #pragma once
 
 // What the background loop needs from the data plane (ops/cpu_executor.h implements it on the
-// CPU): run one response of the plan, a single tensor or a fused bucket, over this rank's
-// entries. Joins, barriers and error responses never reach it; the loop completes those.
+// CPU, cuda/cuda_executor.h on GPUs): run one response of the plan, a single tensor or a fused
+// bucket, over this rank's entries. Joins, barriers and error responses never reach it; the
+// loop completes those.
+//
+// Synchronous executors (the CPU's) implement execute() only. An asynchronous one (CUDA: the
+// work is queued on a device stream) overrides submit() and ends each bucket later, from a
+// thread of its own (Horovod's finalizer thread and Status::InProgress), and drain().
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -45,6 +51,44 @@ class Executor {
   virtual Status execute(const Response& response,
                          const std::vector<TensorEntry*>& entries,
                          BucketReport* report) = 0;
+
+  // How a submitted bucket ends: exactly once, with execute()'s status and report.
+  using BucketDone = std::function<void(const Status& status, BucketReport report)>;
+
+  // What the loop calls. The default runs execute() and calls done before returning. An
+  // asynchronous executor may return first and call done later from another thread, once the
+  // bucket's work has ended; until then the bucket's entries stay queued (their names in
+  // flight, their tensors in use), and `entries` and `response` stay valid.
+  virtual void submit(const Response& response,
+                      const std::vector<TensorEntry*>& entries,
+                      const BucketDone& done) {
+    BucketReport report;
+    const Status status = execute(response, entries, &report);
+    done(status, std::move(report));
+  }
+
+  // Returns once every bucket submitted so far has called its done (the loop calls it before
+  // it fails the pending entries at shutdown). Nothing is ever in flight in a synchronous one.
+  virtual void drain() {}
+
+  // On the enqueuing (framework) thread, before the entry is queued: refuses tensors this
+  // executor cannot run and prepares those it can (cuda/: records the ready event on the
+  // framework's stream). The default takes host tensors only.
+  virtual Status accept(TensorEntry& entry);
 };
+
+// The device an entry's tensors live on (sparse input, else dense input, else output).
+inline Device entryDevice(const TensorEntry& e) {
+  return e.request.op == OpType::kSparseAllreduce ? e.sparseInput.device : e.input.device;
+}
+
+inline Status Executor::accept(TensorEntry& entry) {
+  const Device device = entryDevice(entry);
+  if (device.kind == Device::Kind::kCpu) return Status::ok();
+  return ZEN_ERROR(StatusCode::kInvalidArgument,
+                   "tensor '{}' is on {}, but this zen runtime takes host tensors only (zen was "
+                   "built without CUDA: configure with ZEN_WITH_CUDA=ON on a machine with nvcc)",
+                   entry.request.name, device.toString());
+}
 
 }  // namespace zen

@@ -26,6 +26,8 @@ constexpr const char* kDynamic = "DYNAMIC";
 
 }  // namespace
 
+thread_local const Runtime* Runtime::completing_ = nullptr;
+
 RuntimeOptions RuntimeOptions::fromConfig(const Config& config, int rank, int size) {
   RuntimeOptions o;
   o.rank = rank;
@@ -108,8 +110,9 @@ Result<std::vector<Handle>> Runtime::enqueueGroup(std::vector<TensorOp> ops) {
 Status Runtime::shutdown() {
   shutdownRequested_ = true;
   queue_.interrupt();
-  // From a callback (the loop's own thread): the loop ends after this cycle's agreement.
-  if (std::this_thread::get_id() == loopId_) return Status::ok();
+  // From a callback (the loop's own thread, or an asynchronous executor's while it completes
+  // this runtime's handles): the loop ends after this cycle's agreement.
+  if (std::this_thread::get_id() == loopId_ || completing_ == this) return Status::ok();
   {
     std::lock_guard<std::mutex> lock(joinMu_);
     if (thread_.joinable()) thread_.join();

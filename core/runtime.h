@@ -58,6 +58,7 @@ struct TensorOp {
   DenseView input;
   DenseView output;
   Callback callback;
+  ReadySignal ready;  // device tensors (core/tensor.h)
 
   // Row-sparse gradients (torch sparse COO, tf.IndexedSlices). With denseOutput.data null
   // the result is a coalesced SparseTensor in the handle's OpResult; otherwise denseOutput
@@ -83,6 +84,10 @@ struct TensorOp {
 
   TensorOp& withCallback(Callback cb) {
     callback = std::move(cb);
+    return *this;
+  }
+  TensorOp& withReady(ReadySignal signal) {
+    ready = signal;
     return *this;
   }
 };
@@ -145,9 +150,22 @@ class Runtime {
   void loop();
   bool runCycle();
   void execute(const Response& response, std::chrono::steady_clock::time_point planned);
+  // A bucket handed to the executor, kept until it ends (an asynchronous executor ends it
+  // later, on a thread of its own: Executor::submit).
+  struct Submitted {
+    Response response;
+    std::vector<TensorEntry*> entries;
+    std::chrono::steady_clock::time_point planned;
+    std::chrono::steady_clock::time_point start;
+    int64_t bucket = 0;
+  };
+  void complete(const Submitted& bucket, const Status& status, const BucketReport& report);
+  // The loop takes over a data-plane failure an asynchronous bucket reported.
+  void takeAsyncFailure();
   void record(const Response& response,
               const std::vector<TensorEntry*>& entries,
               const BucketReport& report,
+              int64_t bucket,
               std::chrono::steady_clock::time_point planned,
               std::chrono::steady_clock::time_point start,
               std::chrono::steady_clock::time_point end,
@@ -171,8 +189,9 @@ class Runtime {
   Status dataFailure_;   // background thread: the data plane broke on this rank
   int64_t buckets_ = 0;  // background thread: buckets executed, the same index on every rank
 
-  mutable std::mutex mu_;  // status_, stats_, timeline_
+  mutable std::mutex mu_;  // status_, stats_, timeline_, asyncFailure_
   Status status_;
+  Status asyncFailure_;  // a bucket that ended on the executor's thread broke the data plane
   bool stoppedByThisRank_ = false;  // the cause is this rank's own shutdown request
   RuntimeStats stats_;
   std::shared_ptr<Timeline> timeline_;
@@ -180,6 +199,9 @@ class Runtime {
   std::mutex joinMu_;
   std::thread thread_;
   std::thread::id loopId_;  // the background thread's id, fixed at create
+  // Set while an asynchronous executor's thread completes handles of this runtime: a callback
+  // there may call shutdown(), which then must not wait (the loop may be draining it).
+  static thread_local const Runtime* completing_;
 };
 
 }  // namespace zen

@@ -58,6 +58,7 @@ bool Runtime::runCycle() {
     if (!posted.isOk()) finish(e->request.name, posted);
   }
 
+  takeAsyncFailure();
   const bool wantStop = shutdownRequested_.load() || !dataFailure_.isOk();
   Result<CycleResult> result = negotiator_->runCycle(*channel_, wantStop, now);
   if (!result.isOk()) {
@@ -114,25 +115,55 @@ void Runtime::execute(const Response& response, Clock::time_point planned) {
       break;
     case ResponseType::kBarrier:  // every rank has posted it: the negotiation was the barrier
       break;
-    default:
+    default: {
+      takeAsyncFailure();
+      const int64_t bucket = buckets_++;
       if (!dataFailure_.isOk()) {
         status = ZEN_ERROR(StatusCode::kAborted, "rank {}: the data plane failed earlier: {}",
                            rank(), describe(dataFailure_));
-        break;
+        record(response, entries, report, bucket, planned, start, Clock::now(), status);
+        for (const std::string& name : response.tensorNames) finish(name, status);
+        return;
       }
-      status = executor_->execute(response, entries, &report);
-      if (breaksTransport(status)) {
-        dataFailure_ = status;
-        log_->error("the data plane failed; asking every rank to stop: {}", status.toString());
-      }
+      // The executor may end the bucket here (the CPU's) or later on its own thread (CUDA's);
+      // either way complete() records it and completes its handles.
+      auto submitted =
+          std::make_shared<Submitted>(Submitted{response, entries, planned, start, bucket});
+      executor_->submit(
+          submitted->response, submitted->entries,
+          [this, submitted](const Status& s, BucketReport r) { complete(*submitted, s, r); });
+      takeAsyncFailure();
+      return;
+    }
   }
-  record(response, entries, report, planned, start, Clock::now(), status);
+  record(response, entries, report, -1, planned, start, Clock::now(), status);
   for (const std::string& name : response.tensorNames) finish(name, status);
+}
+
+void Runtime::complete(const Submitted& bucket, const Status& status, const BucketReport& report) {
+  const bool here = std::this_thread::get_id() == loopId_;
+  if (breaksTransport(status)) {
+    log_->error("the data plane failed; asking every rank to stop: {}", status.toString());
+    std::lock_guard<std::mutex> lock(mu_);
+    if (asyncFailure_.isOk()) asyncFailure_ = status;  // the loop takes it over
+  }
+  record(bucket.response, bucket.entries, report, bucket.bucket, bucket.planned, bucket.start,
+         Clock::now(), status);
+  const Runtime* outer = completing_;
+  if (!here) completing_ = this;
+  for (const std::string& name : bucket.response.tensorNames) finish(name, status);
+  completing_ = outer;
+}
+
+void Runtime::takeAsyncFailure() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (dataFailure_.isOk() && !asyncFailure_.isOk()) dataFailure_ = asyncFailure_;
 }
 
 void Runtime::record(const Response& response,
                      const std::vector<TensorEntry*>& entries,
                      const BucketReport& report,
+                     int64_t bucket,
                      Clock::time_point planned,
                      Clock::time_point start,
                      Clock::time_point end,
@@ -140,7 +171,6 @@ void Runtime::record(const Response& response,
   const bool dataPlane = response.type != ResponseType::kError &&
                          response.type != ResponseType::kJoin &&
                          response.type != ResponseType::kBarrier;
-  const int64_t bucket = dataPlane ? buckets_++ : -1;
   std::string type = responseTypeName(response.type);
   for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   const double density =
@@ -273,6 +303,8 @@ void Runtime::stop(const Status& why, bool userRequest, bool byThisRank) {
   } else {
     log_->warn("{}", why.message());
   }
+  // Buckets still on the device end first (their tensors are in use until then).
+  executor_->drain();
   std::vector<std::unique_ptr<TensorEntry>> pending = queue_.close(why);
   {
     std::lock_guard<std::mutex> lock(mu_);

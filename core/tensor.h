@@ -22,6 +22,15 @@ struct Device {
   std::string toString() const;
 };
 
+// When a device tensor's contents are ready for the daemon (Horovod's ready event), as opaque
+// CUDA handles that only cuda/ interprets: `event`, a cudaEvent_t recorded after the data was
+// produced, or else `stream`, the framework's cudaStream_t producing it (the daemon records an
+// event there when the tensor is enqueued). Both null: ready when enqueued.
+struct ReadySignal {
+  void* event = nullptr;
+  void* stream = nullptr;
+};
+
 class TensorShape {
  public:
   TensorShape() = default;

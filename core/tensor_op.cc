@@ -103,6 +103,31 @@ Status checkSparse(const std::string& name, const SparseView& s, const DenseView
   return Status::ok();
 }
 
+// Every view of one operation on one device (the request's); a ready signal only with a
+// device tensor.
+Status checkDevices(const std::string& name, const TensorOp& op) {
+  const Device device = op.request.device;
+  ZEN_CHECK_ARG(device.index >= 0, "tensor '{}': device {}", name, device.toString());
+  auto same = [&](const Device& d) { return d == device; };
+  switch (op.request.op) {
+    case OpType::kSparseAllreduce:
+      ZEN_CHECK_ARG(op.output.data == nullptr || same(op.output.device),
+                    "tensor '{}': the sparse tensor is on {}, its dense output on {}", name,
+                    device.toString(), op.output.device.toString());
+      break;
+    case OpType::kAllreduce:
+      ZEN_CHECK_ARG(same(op.output.device), "tensor '{}': input on {}, output on {}", name,
+                    device.toString(), op.output.device.toString());
+      break;
+    default:
+      break;
+  }
+  ZEN_CHECK_ARG(device.kind != Device::Kind::kCpu ||
+                    (op.ready.event == nullptr && op.ready.stream == nullptr),
+                "tensor '{}': a ready event or stream for a host tensor", name);
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<std::unique_ptr<TensorEntry>> Runtime::makeEntry(TensorOp op) const {
@@ -129,12 +154,17 @@ Result<std::unique_ptr<TensorEntry>> Runtime::makeEntry(TensorOp op) const {
     case OpType::kBarrier:
       break;
   }
+  ZEN_RETURN_IF_ERROR(checkDevices(q.name, op));
   ZEN_RETURN_IF_ERROR(negotiator_->check(q));
   auto entry = std::make_unique<TensorEntry>();
   entry->request = std::move(op.request);
   entry->sparseInput = op.sparseInput;
   entry->input = op.input;
   entry->output = op.output;
+  entry->ready = op.ready;
+  if (entry->request.op != OpType::kJoin && entry->request.op != OpType::kBarrier) {
+    ZEN_RETURN_IF_ERROR(executor_->accept(*entry));
+  }
   entry->handle = std::make_shared<HandleState>(std::move(op.callback));
   entry->enqueued = std::chrono::steady_clock::now();
   return entry;

@@ -31,6 +31,10 @@ struct TensorEntry {
   DenseView output;
   std::shared_ptr<HandleState> handle;
   std::chrono::steady_clock::time_point enqueued;
+  // Device tensors: when the inputs are ready, and what the executor attached when it accepted
+  // the entry (cuda/: the event it recorded on the framework's stream), freed with the entry.
+  ReadySignal ready;
+  std::shared_ptr<void> deviceState;
 };
 
 class TensorQueue {

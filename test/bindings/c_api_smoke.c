@@ -45,6 +45,20 @@ int zen_c_smoke(void) {
   }
   zen_release(h);
 
+  /* A CUDA tensor on a device no machine has is refused at enqueue, saying why (a build
+   * without CUDA: "built without CUDA"). */
+  zen_tensor_t g = {x, ZEN_FLOAT32, 2, shape, ZEN_DEVICE_CUDA, 999, NULL, NULL};
+  if (zen_enqueue_allreduce("g", &g, &g, ZEN_SUM, ZEN_NO_COMPLETION, &h) != ZEN_INVALID_ARGUMENT ||
+      strstr(zen_last_error(), "'g' is on cuda:999") == NULL) {
+    fprintf(stderr, "device tensor: %s\n", zen_last_error());
+    return 13;
+  }
+  if (!zen_cuda_built() && strstr(zen_last_error(), "built without") == NULL) return 14;
+  g.device_type = 7;
+  if (zen_enqueue_allreduce("g", &g, &g, ZEN_SUM, ZEN_NO_COMPLETION, &h) != ZEN_INVALID_ARGUMENT) {
+    return 15;
+  }
+
   char* json = NULL;
   if (zen_stats_json(&json) != ZEN_OK || strstr(json, "\"tensors\"") == NULL) return 11;
   zen_free(json);

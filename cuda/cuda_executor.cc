@@ -1,0 +1,470 @@
+// The CUDA executor (cuda/cuda_executor.h). Bytes on the wire per rank are the collective's:
+// NCCL's ring allreduce 2(n-1)/n of the bucket, the broadcast root's n-1 copies, the sparse
+// scheme's (cuda/gpu_sparse_allreduce.h), all read from NcclComm::counters().
+#include "cuda/cuda_executor.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <utility>
+
+#include "cuda/batched_copy.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device_bucket.h"
+#include "cuda/device_buffer.h"
+#include "cuda/finalizer.h"
+#include "ops/cpu_sparse_bucket.h"
+
+#ifdef ZEN_HAVE_NCCL
+#include "cuda/gpu_sparse_allreduce.h"
+#include "cuda/nccl_comm.h"
+#endif
+
+namespace zen::cuda {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Status cudaError(cudaError_t err, const std::string& what) {
+  return Status(StatusCode::kInternal,
+                fmt::format("{}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
+}
+
+// The entry's ready event: the one accept() recorded, else the caller's, else none.
+cudaEvent_t readyEventOf(const TensorEntry& e) {
+  if (e.deviceState) return static_cast<cudaEvent_t>(e.deviceState.get());
+  return static_cast<cudaEvent_t>(e.ready.event);
+}
+
+std::string bucketWhat(const Response& r) {
+  std::string out = fmt::format("{} of '{}'", responseTypeName(r.type), r.tensorNames.front());
+  if (r.tensorNames.size() > 1) out += fmt::format(" and {} more", r.tensorNames.size() - 1);
+  return out;
+}
+
+// Restores the calling thread's current device (accept runs on framework threads).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != device) (void)cudaSetDevice(device);
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0) (void)cudaSetDevice(previous_);
+  }
+
+ private:
+  int previous_ = -1;
+};
+
+}  // namespace
+
+int cudaDeviceCount() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+
+CudaExecutorOptions CudaExecutorOptions::fromConfig(const Config& config) {
+  CudaExecutorOptions o;
+  o.scheme = config.scheme;
+  o.seed = config.seed;
+  o.hashFunctions = config.hashFunctions;
+  o.memoryFactor = config.hashMemoryFactor;
+  o.timeoutSeconds = config.timeoutSeconds;
+  return o;
+}
+
+struct CudaExecutor::Impl {
+  Impl(ops::Transport& t, CudaExecutorOptions o)
+      : bootstrap(t), options(o), finalizer(o.timeoutSeconds) {}
+  ~Impl() {
+    finalizer.drain();
+    if (stream != nullptr) {
+      (void)cudaSetDevice(device);
+#ifdef ZEN_HAVE_NCCL
+      if (comm) (void)comm->wait(stream, "shutdown");
+#endif
+      (void)cudaStreamSynchronize(stream);
+      (void)cudaStreamDestroy(stream);
+    }
+  }
+
+  Status ensureDevice(int index);
+  Status waitReady(const std::vector<TensorEntry*>& entries);
+  // Each runs one bucket on the stream; *async: the work is still queued when it returns.
+  Status allreduce(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
+  Status broadcast(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
+  Status sparse(const Response& r,
+                const std::vector<TensorEntry*>& e,
+                BucketReport* report,
+                bool* async);
+
+  ops::Transport& bootstrap;
+  const CudaExecutorOptions options;
+  int device = -1;
+  cudaStream_t stream = nullptr;
+  DeviceBuffer fusion;         // dense buckets; a fused sparse bucket's dense result
+  DeviceBuffer sparseIndices;  // a fused sparse bucket's input
+  DeviceBuffer sparseValues;
+#ifdef ZEN_HAVE_NCCL
+  std::unique_ptr<NcclComm> comm;
+  GpuSparseAllreduceWorkspace workspace;
+  GpuSparseAllreduceResult sparseResult;
+#endif
+  Finalizer finalizer;  // last: destroyed (drained) first
+};
+
+Status CudaExecutor::Impl::ensureDevice(int index) {
+  if (device >= 0) {
+    ZEN_CHECK_ARG(index == device,
+                  "this rank runs its GPU tensors on cuda:{} (its first GPU tensor's device); "
+                  "this bucket is on cuda:{}",
+                  device, index);
+    ZEN_CHECK_CUDA(cudaSetDevice(device));
+    return Status::ok();
+  }
+  ZEN_CHECK_CUDA(cudaSetDevice(index));
+  ZEN_CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  device = index;
+#ifdef ZEN_HAVE_NCCL
+  NcclCommOptions o;
+  o.deviceIndex = index;
+  o.timeoutSeconds = options.timeoutSeconds;
+  comm = std::make_unique<NcclComm>(bootstrap, o);
+#endif
+  return Status::ok();
+}
+
+Status CudaExecutor::Impl::waitReady(const std::vector<TensorEntry*>& entries) {
+  for (const TensorEntry* e : entries) {
+    if (e == nullptr) continue;
+    const cudaEvent_t ev = readyEventOf(*e);
+    if (ev != nullptr) ZEN_CHECK_CUDA(cudaStreamWaitEvent(stream, ev, 0));
+  }
+  return Status::ok();
+}
+
+#ifdef ZEN_HAVE_NCCL
+
+Status CudaExecutor::Impl::allreduce(const Response& r,
+                                     const std::vector<TensorEntry*>& entries,
+                                     bool* async) {
+  const DenseFusionPlan plan = planDenseFusion(r, entries);
+  if (plan.inPlace) {
+    TensorEntry* e = entries.front();
+    if (e->output.data != e->input.data && plan.totalBytes > 0) {
+      ZEN_CHECK_CUDA(cudaMemcpyAsync(e->output.data, e->input.data, plan.totalBytes,
+                                     cudaMemcpyDeviceToDevice, stream));
+    }
+    ZEN_RETURN_IF_ERROR(comm->allreduce(e->output.data, plan.count, r.dtype, r.reduceOp, stream));
+    *async = true;
+    return Status::ok();
+  }
+  ZEN_RETURN_IF_ERROR(fusion.reserve(plan.totalBytes));
+  DenseFusionCopies copies = fusionCopies(plan, entries, fusion.data());
+  copies.in.insert(copies.in.end(), copies.zeros.begin(), copies.zeros.end());
+  ZEN_RETURN_IF_ERROR(batchedCopy(copies.in, stream));
+  ZEN_RETURN_IF_ERROR(comm->allreduce(fusion.data(), plan.count, r.dtype, r.reduceOp, stream));
+  ZEN_RETURN_IF_ERROR(batchedCopy(copies.out, stream));
+  *async = true;
+  return Status::ok();
+}
+
+Status CudaExecutor::Impl::broadcast(const Response& r,
+                                     const std::vector<TensorEntry*>& entries,
+                                     bool* async) {
+  TensorEntry* e = entries.front();
+  const size_t bytes = static_cast<size_t>(denseBytes(r, 0));
+  void* data = nullptr;
+  if (e != nullptr) {
+    data = e->output.data;
+    if (comm->rank() == r.rootRank && data != e->input.data && bytes > 0) {
+      ZEN_CHECK_CUDA(cudaMemcpyAsync(data, e->input.data, bytes, cudaMemcpyDeviceToDevice, stream));
+    }
+  } else {
+    ZEN_RETURN_IF_ERROR(fusion.reserve(bytes));  // joined: receive and drop
+    data = fusion.data();
+  }
+  ZEN_RETURN_IF_ERROR(comm->broadcast(data, bytes, r.rootRank, stream));
+  *async = true;
+  return Status::ok();
+}
+
+Status CudaExecutor::Impl::sparse(const Response& r,
+                                  const std::vector<TensorEntry*>& entries,
+                                  BucketReport* report,
+                                  bool* async) {
+  const SparseOutput mode = sparseOutputOf(entries);
+  if (mode == SparseOutput::kMixed) {
+    return ZEN_ERROR(StatusCode::kUnimplemented,
+                     "a GPU sparse bucket whose tensors mix dense outputs and sparse results; "
+                     "give every CUDA sparse tensor a dense output, or none");
+  }
+  GpuSparseAllreduceOptions o;
+  o.comm = comm.get();
+  o.op = r.reduceOp;
+  o.scheme = options.scheme;
+  o.seed = options.seed;
+  o.hashFunctions = options.hashFunctions;
+  o.memoryFactor = options.memoryFactor;
+  o.stream = stream;
+  o.workspace = &workspace;
+  const size_t rowBytes = static_cast<size_t>(r.rowSize) * dataTypeSize(r.dtype);
+  o.input.numRows = r.totalRows;
+  o.input.rowSize = r.rowSize;
+  o.input.dtype = r.dtype;
+  o.input.device = Device::cuda(device);
+  if (entries.size() == 1 && entries.front() != nullptr) {
+    o.input = entries.front()->sparseInput;
+  } else {
+    const SparseFusionPlan plan = planSparseFusion(r, entries);
+    ZEN_RETURN_IF_ERROR(sparseIndices.reserve(static_cast<size_t>(plan.nnz) * sizeof(int64_t)));
+    ZEN_RETURN_IF_ERROR(sparseValues.reserve(static_cast<size_t>(plan.nnz) * rowBytes));
+    std::vector<CopyJob> values;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      const TensorEntry* e = entries[i];
+      if (e == nullptr || e->sparseInput.nnz == 0) continue;
+      const int64_t first = plan.firstEntry[i];
+      ZEN_RETURN_IF_ERROR(offsetIndices(e->sparseInput.indices, sparseIndices.as<int64_t>() + first,
+                                        e->sparseInput.nnz, r.rowOffsets[i], stream));
+      values.push_back(CopyJob{e->sparseInput.values,
+                               sparseValues.as<std::byte>() + static_cast<size_t>(first) * rowBytes,
+                               static_cast<size_t>(e->sparseInput.nnz) * rowBytes});
+    }
+    ZEN_RETURN_IF_ERROR(batchedCopy(values, stream));
+    o.input.indices = sparseIndices.as<int64_t>();
+    o.input.values = sparseValues.data();
+    o.input.nnz = plan.nnz;
+  }
+  const bool dense = mode != SparseOutput::kSparseToHost;
+  o.denseOutput = dense;
+  if (mode == SparseOutput::kDenseInPlace) {
+    o.denseOutputView = entries.front()->output;
+  } else if (dense) {
+    ZEN_RETURN_IF_ERROR(fusion.reserve(static_cast<size_t>(r.totalRows) * rowBytes));
+    o.denseOutputView.data = fusion.data();
+    o.denseOutputView.dtype = r.dtype;
+    o.denseOutputView.shape = TensorShape({r.totalRows, r.rowSize});
+    o.denseOutputView.device = Device::cuda(device);
+  }
+  report->nnz = o.input.nnz;
+  report->rows = r.totalRows;
+  const auto start = Clock::now();
+  const Status status = gpuSparseAllreduce(o, &sparseResult);
+  const ops::SyncStats& stats = sparseResult.stats;
+  auto at = start;
+  for (const auto& [name, seconds] : stats.phases) {
+    const auto end =
+        at + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+    std::string phase = name == "partition" ? "HASH" : name;
+    for (char& c : phase) c = c == ' ' ? '_' : static_cast<char>(std::toupper(c));
+    report->phases.push_back(ExecPhase{phase, at, end});
+    at = end;
+  }
+  report->scheme = std::string("gpu-") + schemeName(stats.scheme);
+  report->imbalance = stats.imbalance;
+  report->bytesSent = stats.bytesSent;
+  report->bytesReceived = stats.bytesReceived;
+  ZEN_RETURN_IF_ERROR(status);
+
+  if (mode == SparseOutput::kDenseFused) {  // tensor i's rows are contiguous in the result
+    std::vector<CopyJob> out;
+    for (size_t i = 0; i < entries.size(); ++i) {
+      if (entries[i] == nullptr) continue;
+      out.push_back(
+          CopyJob{fusion.as<std::byte>() + static_cast<size_t>(r.rowOffsets[i]) * rowBytes,
+                  entries[i]->output.data, static_cast<size_t>(r.shapes[i].numRows()) * rowBytes});
+    }
+    ZEN_RETURN_IF_ERROR(batchedCopy(out, stream));
+    *async = true;
+    return Status::ok();
+  }
+  if (mode != SparseOutput::kSparseToHost) return Status::ok();  // in place, or dropped
+  // The coalesced result to the host, sorted by row, split per tensor (OpResult is host).
+  const GpuSparse& s = sparseResult.sparse;
+  std::vector<int64_t> indices(static_cast<size_t>(s.nnz));
+  std::vector<std::byte> values(static_cast<size_t>(s.nnz) * rowBytes);
+  if (s.nnz > 0) {
+    ZEN_CHECK_CUDA(cudaMemcpyAsync(indices.data(), s.indices.data(), indices.size() * 8,
+                                   cudaMemcpyDeviceToHost, stream));
+    ZEN_CHECK_CUDA(cudaMemcpyAsync(values.data(), s.values.data(), values.size(),
+                                   cudaMemcpyDeviceToHost, stream));
+  }
+  ZEN_RETURN_IF_ERROR(comm->wait(stream, "sparse result to the host"));
+  std::vector<size_t> order(indices.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return indices[a] < indices[b]; });
+  SparseTensor sorted;
+  sorted.numRows = r.totalRows;
+  sorted.rowSize = r.rowSize;
+  sorted.dtype = r.dtype;
+  sorted.indices.reserve(order.size());
+  sorted.values.resize(values.size());
+  for (size_t k = 0; k < order.size(); ++k) {
+    sorted.indices.push_back(indices[order[k]]);
+    std::copy_n(values.data() + order[k] * rowBytes, rowBytes, sorted.values.data() + k * rowBytes);
+  }
+  ops::SparseBucket::split(r, entries, sorted);
+  return Status::ok();
+}
+
+#endif  // ZEN_HAVE_NCCL
+
+CudaExecutor::CudaExecutor(ops::Transport& bootstrap, CudaExecutorOptions options)
+    : impl_(std::make_unique<Impl>(bootstrap, options)) {}
+
+CudaExecutor::~CudaExecutor() = default;
+
+Status CudaExecutor::accept(TensorEntry& entry) {
+  const Device device = entryDevice(entry);
+  const std::string& name = entry.request.name;
+#ifndef ZEN_HAVE_NCCL
+  return ZEN_ERROR(StatusCode::kInvalidArgument,
+                   "tensor '{}' is on {}, but zen was built without NCCL, which its GPU "
+                   "collectives need; pass host tensors",
+                   name, device.toString());
+#endif
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  ZEN_CHECK_ARG(err == cudaSuccess && device.index < count,
+                "tensor '{}' is on {}, but this process sees {} CUDA device(s){}", name,
+                device.toString(), err == cudaSuccess ? count : 0,
+                err == cudaSuccess ? "" : fmt::format(" ({})", cudaGetErrorString(err)));
+  if (entry.request.op == OpType::kAllgather) {
+    return ZEN_ERROR(StatusCode::kUnimplemented,
+                     "allgather of CUDA tensors is not supported yet ('{}' is on {}); gather a "
+                     "host copy",
+                     name, device.toString());
+  }
+  if (entry.ready.event != nullptr || entry.ready.stream == nullptr) return Status::ok();
+  // The framework gave its stream: an event there marks the inputs' readiness.
+  DeviceGuard guard(device.index);
+  cudaEvent_t event = nullptr;
+  ZEN_CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  const cudaError_t recorded =
+      cudaEventRecord(event, static_cast<cudaStream_t>(entry.ready.stream));
+  if (recorded != cudaSuccess) {
+    (void)cudaEventDestroy(event);
+    return cudaError(recorded, fmt::format("recording the ready event of '{}'", name));
+  }
+  entry.deviceState = std::shared_ptr<void>(
+      event, [](void* e) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+  return Status::ok();
+}
+
+void CudaExecutor::submit(const Response& response,
+                          const std::vector<TensorEntry*>& entries,
+                          const BucketDone& done) {
+  Impl& m = *impl_;
+  BucketReport report;
+  for (size_t i = 0; i < response.shapes.size(); ++i) report.denseBytes += denseBytes(response, i);
+  const auto start = Clock::now();
+  bool async = false;
+  Status status = [&]() -> Status {
+    ZEN_CHECK_ARG(entries.size() == response.tensorNames.size() &&
+                      response.shapes.size() == response.tensorNames.size(),
+                  "{}: {} entries and {} shapes for {} tensors", responseTypeName(response.type),
+                  entries.size(), response.shapes.size(), response.tensorNames.size());
+#ifndef ZEN_HAVE_NCCL
+    return ZEN_ERROR(StatusCode::kUnimplemented, "zen was built without NCCL");
+#else
+    // The device of this rank's own tensors; a rank that posted none of them (joined) keeps
+    // its device (the plan lists the first poster's there).
+    int index =
+        m.device >= 0 ? m.device : response.devices[static_cast<size_t>(m.bootstrap.rank())].index;
+    for (const TensorEntry* e : entries) {
+      if (e != nullptr) index = entryDevice(*e).index;
+    }
+    ZEN_RETURN_IF_ERROR(m.ensureDevice(index));
+    ZEN_RETURN_IF_ERROR(m.waitReady(entries));
+    const ops::TransportCounters before = m.comm->counters();
+    Status s;
+    switch (response.type) {
+      case ResponseType::kAllreduce:
+        report.scheme = "nccl-allreduce";
+        s = m.allreduce(response, entries, &async);
+        break;
+      case ResponseType::kBroadcast:
+        report.scheme = "nccl-broadcast";
+        s = m.broadcast(response, entries, &async);
+        break;
+      case ResponseType::kSparseAllreduce:
+        s = m.sparse(response, entries, &report, &async);
+        break;
+      default:
+        return ZEN_ERROR(StatusCode::kUnimplemented, "{} of CUDA tensors is not supported yet",
+                         responseTypeName(response.type));
+    }
+    if (report.bytesSent == 0 && report.bytesReceived == 0) {
+      const ops::TransportCounters after = m.comm->counters();
+      report.bytesSent = after.totalSent() - before.totalSent();
+      report.bytesReceived = after.totalReceived() - before.totalReceived();
+    }
+    return s;
+#endif
+  }();
+  if (!status.isOk()) {
+    status = Status(status.code(), fmt::format("{}: {}", bucketWhat(response), status.message()));
+  }
+  cudaEvent_t event = nullptr;
+  if (status.isOk() && async) {
+    cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    if (err == cudaSuccess) err = cudaEventRecord(event, m.stream);
+    if (err != cudaSuccess) {
+      status = cudaError(err, bucketWhat(response) + ": recording its completion event");
+      if (event != nullptr) (void)cudaEventDestroy(event);
+      event = nullptr;
+    }
+  }
+  if (event == nullptr) {
+    report.phases.push_back(ExecPhase{"CUDA", start, Clock::now()});
+    done(status, std::move(report));
+    return;
+  }
+  const std::string what = bucketWhat(response);
+  m.finalizer.add(
+      what,
+      [event, what](Status* error) {
+        const cudaError_t q = cudaEventQuery(event);
+        if (q == cudaSuccess) return Finalizer::State::kDone;
+        if (q == cudaErrorNotReady) return Finalizer::State::kPending;
+        // An asynchronous device error is sticky: this rank's GPU data plane is gone.
+        *error =
+            Status(StatusCode::kAborted, fmt::format("{}: the device failed: {} ({})", what,
+                                                     cudaGetErrorString(q), cudaGetErrorName(q)));
+        return Finalizer::State::kFailed;
+      },
+      [event, done, start, report = std::move(report)](const Status& s) mutable {
+        (void)cudaEventDestroy(event);
+        report.phases.push_back(ExecPhase{"CUDA", start, Clock::now()});
+        done(s, std::move(report));
+      });
+}
+
+Status CudaExecutor::execute(const Response& response,
+                             const std::vector<TensorEntry*>& entries,
+                             BucketReport* report) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool ended = false;
+  Status result;
+  submit(response, entries, [&](const Status& s, BucketReport r) {
+    std::lock_guard<std::mutex> lock(mu);
+    result = s;
+    *report = std::move(r);
+    ended = true;
+    cv.notify_all();
+  });
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return ended; });
+  return result;
+}
+
+void CudaExecutor::drain() {
+  impl_->finalizer.drain();
+}
+
+}  // namespace zen::cuda

@@ -1,0 +1,67 @@
+#pragma once
+
+// core's Executor for buckets on a GPU (ARCHITECTURE.md "Processes, threads, devices";
+// Horovod's GPU ops). The bindings pair it with the CPU executor (cuda/dispatch_executor.h).
+// - One CUDA stream of the daemon's own (never the framework's), created with the NCCL
+//   communicator (cuda/nccl_comm.h) at the first GPU bucket, on that bucket's device; a rank
+//   runs all its GPU tensors on that one device.
+// - accept() (framework thread): checks the device and records an event on the framework's
+//   stream when the tensor brought a stream instead of an event (TensorEntry::ready).
+// - Each bucket: the stream waits on every entry's ready event (cudaStreamWaitEvent, no host
+//   wait); dense allreduce fuses the tensors into a device fusion buffer (batched copies,
+//   cuda/batched_copy.h), runs NcclComm::allreduce and copies out; broadcast runs in place;
+//   sparse allreduce runs the GPU schemes (cuda/gpu_sparse_allreduce.h: it synchronizes the
+//   stream itself, so the bucket's status is known when it returns; a fused bucket's dense
+//   result is copied out on the stream, a sparse result goes to the host handle, OpResult).
+// - The loop does not wait for the device: an event recorded after the bucket's work goes to
+//   the finalizer thread (cuda/finalizer.h), which completes the bucket (Executor::submit's
+//   done) once the event has completed, or with the device's error, or kTimeout.
+// - Not yet on the GPU: allgather (refused at enqueue), buckets mixing dense and sparse
+//   outputs. Without NCCL (ZEN_HAVE_NCCL undefined) every device tensor is refused.
+// CUDA and NCCL types stay in cuda_executor.cc.
+#include <memory>
+
+#include "core/config.h"
+#include "core/executor.h"
+#include "ops/transport.h"
+
+namespace zen::cuda {
+
+struct CudaExecutorOptions {
+  Scheme scheme = Scheme::kAuto;  // ZEN_SCHEME (auto: zen on the GPU)
+  uint64_t seed = 0x5eed2e2ULL;   // ZEN_SEED
+  int hashFunctions = 3;          // ZEN_HASH_FUNCTIONS
+  double memoryFactor = 1.5;      // ZEN_HASH_MEMORY_FACTOR
+  double timeoutSeconds = 30.0;   // ZEN_TIMEOUT: NCCL waits and the finalizer's bound
+
+  static CudaExecutorOptions fromConfig(const Config& config);
+};
+
+class CudaExecutor final : public Executor {
+ public:
+  // bootstrap carries NCCL's unique id at the first GPU bucket (the runtime's data transport,
+  // used on the loop thread only; it must outlive this executor).
+  CudaExecutor(ops::Transport& bootstrap, CudaExecutorOptions options);
+  // Drains the finalizer, then frees the stream, buffers and communicator.
+  ~CudaExecutor() override;
+
+  Status accept(TensorEntry& entry) override;
+  // submit() and a wait for the bucket's end (tests, and callers that want it synchronous).
+  Status execute(const Response& response,
+                 const std::vector<TensorEntry*>& entries,
+                 BucketReport* report) override;
+  void submit(const Response& response,
+              const std::vector<TensorEntry*>& entries,
+              const BucketDone& done) override;
+  void drain() override;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// CUDA devices this process sees (0 on error or without a driver).
+int cudaDeviceCount();
+
+}  // namespace zen::cuda
