@@ -16,9 +16,7 @@ queueing), the dense layers' time, and the bytes each rank sent and received (ze
 """
 
 import argparse
-import collections
 import os
-import re
 import sys
 import time
 
@@ -26,39 +24,12 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bindings", "python"))
+sys.path.insert(0, HERE)
 
 import zen.torch as hvd  # noqa: E402
+from lm_data import FORTUNES, build_vocab, encode, read_corpus  # noqa: E402
 
-FORTUNES = "/usr/share/games/fortunes"
-TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?|[0-9]+|[.,!?;:\"()-]")
 WAITING = ("NEGOTIATE", "QUEUE")  # time spent waiting for other ranks, not communicating
-
-
-def read_corpus(directory):
-    """Every fortune (files without .dat / .u8 names, pieces between '%' lines) as tokens,
-    each ended by <eos>."""
-    if not os.path.isdir(directory):
-        sys.exit("%s is missing: install Debian's fortunes package (tools/setup)" % directory)
-    tokens = []
-    for name in sorted(os.listdir(directory)):
-        path = os.path.join(directory, name)
-        if "." in name or os.path.islink(path) or not os.path.isfile(path):
-            continue
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for fortune in f.read().split("\n%\n"):
-                words = TOKEN.findall(fortune.lower())
-                if words:
-                    tokens.extend(words)
-                    tokens.append("<eos>")
-    return tokens
-
-
-def build_vocab(tokens, size):
-    """Frequency-sorted: id 0 is the most frequent token; the rest map to <unk>."""
-    counts = collections.Counter(tokens)
-    words = [w for w, _ in counts.most_common(size - 1)]
-    words.append("<unk>")
-    return {w: i for i, w in enumerate(words)}
 
 
 class WordLM(torch.nn.Module):
@@ -162,8 +133,7 @@ def main():
 
     tokens = read_corpus(args.corpus)
     vocab = build_vocab(tokens, args.vocab)
-    unk = vocab["<unk>"]
-    ids = torch.tensor([vocab.get(t, unk) for t in tokens], dtype=torch.int64)
+    ids = torch.tensor(encode(tokens, vocab), dtype=torch.int64)
     results = []
     for scheme in args.schemes.split(","):
         results.append(train(scheme, args, ids, len(vocab)))
