@@ -273,6 +273,29 @@ def broadcast_variables():
         assert all(equal(gathered[r], gathered[0]) for r in range(hvd.size())), v.path
 
 
+@check
+def keras_fit_with_distributed_optimizer():
+    """Model.fit (its train step a tf.function) with DistributedOptimizer: an embedding's
+    IndexedSlices and a dense layer's gradients are averaged, so every rank, fed different
+    data, ends with the same weights."""
+    import keras
+    rank = hvd.rank()
+    keras.utils.set_random_seed(1)
+    model = keras.Sequential([keras.Input((5,), dtype="int64"), keras.layers.Embedding(50, 4),
+                              keras.layers.GlobalAveragePooling1D(), keras.layers.Dense(3)])
+    model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    hvd.broadcast_variables(model.variables, root_rank=0)
+    rs = np.random.RandomState(rank)
+    x, y = rs.randint(0, 50, size=(16, 5)), rs.randint(0, 3, size=16)
+    model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    for v in model.trainable_variables:
+        gathered = hvd.allgather(tf.expand_dims(tf.convert_to_tensor(v), 0))
+        assert all(np.allclose(gathered[r], gathered[0], atol=1e-6)
+                   for r in range(hvd.size())), v.path
+    assert any("DistributedOptimizer" in k for k in hvd.stats()["tensors"])
+
+
 # ---- errors ----
 
 @check
