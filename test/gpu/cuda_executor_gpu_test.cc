@@ -1,0 +1,232 @@
+// The CUDA executor through the real Runtime with one rank (device only; tools/gpu-check):
+// device tensors posted like a framework would (a ready stream whose work is still queued,
+// poisoned outputs), every result compared with the same operation on host tensors through
+// a CPU runtime. Inputs are random, fresh every run (the seed is printed).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "cuda/cuda_executor.h"
+#include "test/runtime/runtime_test_util.h"
+
+namespace zen::testing {
+namespace {
+
+uint64_t freshSeed() {
+  static const uint64_t seed = [] {
+    const uint64_t s = std::random_device{}();
+    std::printf("cuda_executor_gpu_test seed %llu\n", static_cast<unsigned long long>(s));
+    return s;
+  }();
+  return seed;
+}
+
+// Device memory holding a copy of host floats (or int64s).
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(const std::vector<T>& host) : n_(host.size()) {
+    EXPECT_EQ(cudaMalloc(&data_, std::max<size_t>(n_, 1) * sizeof(T)), cudaSuccess);
+    if (n_) cudaMemcpy(data_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  ~DeviceArray() { cudaFree(data_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* data() const { return data_; }
+  std::vector<T> host() const {
+    std::vector<T> out(n_);
+    if (n_) cudaMemcpy(out.data(), data_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
+    return out;
+  }
+
+ private:
+  T* data_ = nullptr;
+  size_t n_ = 0;
+};
+
+DenseView deviceView(float* data, TensorShape shape) {
+  DenseView v;
+  v.data = data;
+  v.shape = std::move(shape);
+  v.device = Device::cuda(0);
+  return v;
+}
+
+std::vector<float> randomFloats(std::mt19937_64& rng, size_t n) {
+  std::vector<float> v(n);
+  for (float& x : v) x = static_cast<float>(std::uniform_int_distribution<int>(-64, 64)(rng));
+  return v;
+}
+
+class CudaExecutorGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) GTEST_SKIP() << "no CUDA device";
+    ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+    rng_.seed(freshSeed() +
+              static_cast<uint64_t>(::testing::UnitTest::GetInstance()->random_seed()));
+  }
+  std::mt19937_64 rng_;
+};
+
+TEST_F(CudaExecutorGpu, DenseAllreduceInPlaceAndFusedMatchesTheCpu) {
+  Job gpu(1), cpu(1);
+  const std::vector<std::vector<int64_t>> shapes = {{1000, 3}, {17}, {0}, {4096}};
+  std::vector<std::vector<float>> inputs;
+  for (const auto& s : shapes) inputs.push_back(randomFloats(rng_, TensorShape(s).numElements()));
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+    // Device: a fused group, inputs in place except the first, whose output is poisoned.
+    std::vector<std::unique_ptr<DeviceArray<float>>> in, out;
+    std::vector<TensorOp> ops;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      in.push_back(std::make_unique<DeviceArray<float>>(inputs[i]));
+      std::vector<float> poison(inputs[i].size(), std::numeric_limits<float>::quiet_NaN());
+      out.push_back(std::make_unique<DeviceArray<float>>(poison));
+      float* dst = i == 0 ? out[i]->data() : in[i]->data();
+      ops.push_back(TensorOp::allreduce("t" + std::to_string(i),
+                                        deviceView(in[i]->data(), shapes[i]),
+                                        deviceView(dst, shapes[i]), op));
+    }
+    auto hs = gpu.rank(0).enqueueGroup(std::move(ops));
+    ASSERT_TRUE(hs.isOk()) << hs.status().toString();
+    for (const Handle& h : hs.value()) ASSERT_TRUE(waitFor(h).isOk()) << waitFor(h).toString();
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      std::vector<float> expected = inputs[i];
+      auto h = cpu.rank(0).enqueue(TensorOp::allreduce("t" + std::to_string(i),
+                                                       denseView(expected, shapes[i]),
+                                                       denseView(expected, shapes[i]), op));
+      ASSERT_TRUE(h.isOk());
+      ASSERT_TRUE(waitFor(h.value()).isOk());
+      EXPECT_EQ((i == 0 ? out[i] : in[i])->host(), expected) << "tensor " << i;
+    }
+    // One tensor alone runs in place in its output.
+    DeviceArray<float> x(inputs[3]);
+    auto h = gpu.rank(0).enqueue(TensorOp::allreduce("x", deviceView(x.data(), shapes[3]),
+                                                     deviceView(x.data(), shapes[3]), op));
+    ASSERT_TRUE(h.isOk());
+    ASSERT_TRUE(waitFor(h.value()).isOk());
+    EXPECT_EQ(x.host(), inputs[3]);
+  }
+  EXPECT_GE(gpu.rank(0).stats().bucketsByScheme["nccl-allreduce"], 2u);
+}
+
+// The input is written on the caller's stream behind a 200 ms host function: the daemon must
+// wait for that stream's work (the event it records at enqueue), not read stale memory.
+TEST_F(CudaExecutorGpu, WaitsForTheFrameworksStream) {
+  Job gpu(1);
+  const std::vector<float> fresh = randomFloats(rng_, 1 << 16);
+  std::vector<float> stale(fresh.size(), -1.0f);
+  DeviceArray<float> x(stale);
+  float* pinned = nullptr;
+  ASSERT_EQ(cudaMallocHost(&pinned, fresh.size() * sizeof(float)), cudaSuccess);
+  std::memcpy(pinned, fresh.data(), fresh.size() * sizeof(float));
+  cudaStream_t user = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaLaunchHostFunc(
+                user, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); },
+                nullptr),
+            cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpyAsync(x.data(), pinned, fresh.size() * sizeof(float), cudaMemcpyHostToDevice, user),
+      cudaSuccess);
+  const TensorShape shape{static_cast<int64_t>(fresh.size())};
+  auto h = gpu.rank(0).enqueue(TensorOp::allreduce("late", deviceView(x.data(), shape),
+                                                   deviceView(x.data(), shape), ReduceOp::kSum)
+                                   .withReady({nullptr, user}));
+  ASSERT_TRUE(h.isOk()) << h.status().toString();
+  ASSERT_TRUE(waitFor(h.value()).isOk());
+  EXPECT_EQ(x.host(), fresh);
+  cudaStreamSynchronize(user);
+  cudaStreamDestroy(user);
+  cudaFreeHost(pinned);
+}
+
+TEST_F(CudaExecutorGpu, SparseAllreduceDenseAndSparseResultsMatchTheCpu) {
+  Job gpu(1), cpu(1);
+  constexpr int64_t kRows = 5000, kRowSize = 4;
+  const SparseInput a = makeSparse(rng_(), kRows, kRowSize, 0.05);
+  const SparseInput b = makeSparse(rng_(), kRows / 2, kRowSize, 0.1);
+  auto cpuSparse = [&](const SparseInput& in, const std::string& name) {
+    auto h = cpu.rank(0).enqueue(TensorOp::sparseAllreduce(name, in.view(), ReduceOp::kSum));
+    EXPECT_TRUE(h.isOk());
+    EXPECT_TRUE(waitFor(h.value()).isOk());
+    return h.value().result().sparse;
+  };
+  DeviceArray<int64_t> ai(a.indices), bi(b.indices);
+  DeviceArray<float> av(a.values), bv(b.values);
+  auto deviceSparse = [](const SparseInput& in, const DeviceArray<int64_t>& i,
+                         const DeviceArray<float>& v) {
+    SparseView s = in.view();
+    s.indices = i.data();
+    s.values = v.data();
+    s.device = Device::cuda(0);
+    return s;
+  };
+  // Sparse results (a fused bucket of two): host OpResults equal to the CPU's.
+  {
+    std::vector<TensorOp> ops;
+    ops.push_back(TensorOp::sparseAllreduce("a", deviceSparse(a, ai, av), ReduceOp::kSum));
+    ops.push_back(TensorOp::sparseAllreduce("b", deviceSparse(b, bi, bv), ReduceOp::kSum));
+    auto hs = gpu.rank(0).enqueueGroup(std::move(ops));
+    ASSERT_TRUE(hs.isOk()) << hs.status().toString();
+    for (const Handle& h : hs.value()) ASSERT_TRUE(waitFor(h).isOk()) << waitFor(h).toString();
+    const SparseTensor ea = cpuSparse(a, "a");
+    const SparseTensor eb = cpuSparse(b, "b");
+    EXPECT_EQ(densify(hs.value()[0].result().sparse), densify(ea));
+    EXPECT_EQ(densify(hs.value()[1].result().sparse), densify(eb));
+    EXPECT_EQ(hs.value()[0].result().sparse.indices, ea.indices);
+  }
+  // Dense outputs on the device, alone (in place) and fused, poisoned first.
+  for (bool fused : {false, true}) {
+    std::vector<float> poisonA(kRows * kRowSize, std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> poisonB(kRows / 2 * kRowSize, std::numeric_limits<float>::quiet_NaN());
+    DeviceArray<float> outA(poisonA), outB(poisonB);
+    std::vector<TensorOp> ops;
+    ops.push_back(TensorOp::sparseAllreduce("da", deviceSparse(a, ai, av), ReduceOp::kSum,
+                                            deviceView(outA.data(), {kRows, kRowSize})));
+    if (fused) {
+      ops.push_back(TensorOp::sparseAllreduce("db", deviceSparse(b, bi, bv), ReduceOp::kSum,
+                                              deviceView(outB.data(), {kRows / 2, kRowSize})));
+    }
+    auto hs = gpu.rank(0).enqueueGroup(std::move(ops));
+    ASSERT_TRUE(hs.isOk()) << hs.status().toString();
+    for (const Handle& h : hs.value()) ASSERT_TRUE(waitFor(h).isOk()) << waitFor(h).toString();
+    EXPECT_EQ(outA.host(), denseSum({a})) << (fused ? "fused" : "alone");
+    if (fused) {
+      EXPECT_EQ(outB.host(), denseSum({b}));
+    }
+  }
+}
+
+TEST_F(CudaExecutorGpu, BroadcastInPlaceAndAllgatherRefused) {
+  Job gpu(1);
+  const std::vector<float> v = randomFloats(rng_, 999);
+  DeviceArray<float> x(v);
+  const TensorShape shape{999};
+  auto h = gpu.rank(0).enqueue(TensorOp::broadcast("b", deviceView(x.data(), shape), 0));
+  ASSERT_TRUE(h.isOk());
+  ASSERT_TRUE(waitFor(h.value()).isOk());
+  EXPECT_EQ(x.host(), v);
+  auto g = gpu.rank(0).enqueue(TensorOp::allgather("g", deviceView(x.data(), {999, 1})));
+  ASSERT_FALSE(g.isOk());
+  EXPECT_EQ(g.status().code(), StatusCode::kUnimplemented);
+}
+
+TEST_F(CudaExecutorGpu, BadDeviceIsRefusedAtEnqueue) {
+  Job gpu(1);
+  std::vector<float> v(4);
+  DeviceArray<float> x(v);
+  DenseView bad = deviceView(x.data(), {4});
+  bad.device = Device::cuda(cuda::cudaDeviceCount());
+  auto h = gpu.rank(0).enqueue(TensorOp::allreduce("bad", bad, bad));
+  ASSERT_FALSE(h.isOk());
+  EXPECT_NE(h.status().message().find("CUDA device(s)"), std::string::npos) << h.status().message();
+}
+
+}  // namespace
+}  // namespace zen::testing
