@@ -1,9 +1,10 @@
 // zen.torch's C++ extension (module zen.torch._zen_torch): torch tensors in, Zen's C API
 // (bindings/c_api.h, libzen.so) underneath. Framework ops only post requests: every
-// *_async function hands the tensor's memory to the daemon as it is (no copy; Python keeps
-// the tensors alive until synchronize) and returns the handle; wait() blocks with the GIL
-// released. Outputs the daemon allocates (sparse result, gathered tensor) become torch
-// tensors over the daemon's memory, which is released with the last of them.
+// *_async function hands the tensor's memory to the daemon as it is (no copy, host or CUDA;
+// Python keeps the tensors alive until synchronize) and returns the handle; wait() blocks
+// with the GIL released. Compiles against a CPU-only torch (no CUDA headers needed). Outputs the
+// daemon allocates (sparse result, gathered tensor) become torch tensors over the daemon's memory,
+// which is released with the last of them.
 //
 // Errors: enqueue failures raise ValueError for bad arguments (a name in flight, an
 // unsupported dtype, not initialized) and RuntimeError otherwise; a failed operation raises
@@ -70,12 +71,20 @@ torch::ScalarType scalarTypeOf(int32_t dtype) {
   }
 }
 
-void checkHostContiguous(const torch::Tensor& t, const char* what) {
-  if (!t.device().is_cpu()) {
-    throw std::invalid_argument(std::string(what) + " is on " + t.device().str() +
-                                "; this build of zen.torch synchronizes CPU tensors");
-  }
+// Host or CUDA memory, handed to the daemon as it is (no copy). A CUDA tensor's readiness is
+// the work queued so far on `stream` (torch.cuda.current_stream().cuda_stream, from Python):
+// the daemon records an event there during the enqueue. A zen build without CUDA refuses it.
+struct Placement {
+  int32_t type = ZEN_DEVICE_CPU;
+  int32_t index = 0;
+};
+
+Placement placementOf(const torch::Tensor& t, const char* what) {
   if (!t.is_contiguous()) throw std::invalid_argument(std::string(what) + " is not contiguous");
+  if (t.device().is_cpu()) return {};
+  if (t.is_cuda()) return {ZEN_DEVICE_CUDA, static_cast<int32_t>(t.device().index())};
+  throw std::invalid_argument(std::string(what) + " is on " + t.device().str() +
+                              "; zen.torch synchronizes CPU and CUDA tensors");
 }
 
 // A view of a tensor for the C API; the shape lives as long as the view.
@@ -83,13 +92,16 @@ struct TensorArg {
   std::vector<int64_t> shape;
   zen_tensor_t c{};
 
-  TensorArg(const torch::Tensor& t, const char* what) {
-    checkHostContiguous(t, what);
+  TensorArg(const torch::Tensor& t, const char* what, int64_t stream = 0) {
+    const Placement p = placementOf(t, what);
     shape = t.sizes().vec();
     c.data = t.data_ptr();
     c.dtype = dtypeOf(t);
     c.ndims = static_cast<int32_t>(shape.size());
     c.shape = shape.data();
+    c.device_type = p.type;
+    c.device_index = p.index;
+    if (p.type == ZEN_DEVICE_CUDA) c.stream = reinterpret_cast<void*>(stream);
   }
 };
 
@@ -116,8 +128,9 @@ torch::Tensor overDaemonMemory(const void* data,
 int64_t allreduceAsync(const std::string& name,
                        const torch::Tensor& input,
                        const torch::Tensor& output,
-                       int32_t op) {
-  TensorArg in(input, "allreduce input");
+                       int32_t op,
+                       int64_t stream) {
+  TensorArg in(input, "allreduce input", stream);
   TensorArg out(output, "allreduce output");
   zen_handle_t h = 0;
   checkEnqueue(zen_enqueue_allreduce(name.c_str(), &in.c, &out.c, op, ZEN_NO_COMPLETION, &h));
@@ -127,14 +140,15 @@ int64_t allreduceAsync(const std::string& name,
 std::vector<int64_t> groupedAllreduceAsync(const std::vector<std::string>& names,
                                            const std::vector<torch::Tensor>& inputs,
                                            const std::vector<torch::Tensor>& outputs,
-                                           int32_t op) {
+                                           int32_t op,
+                                           int64_t stream) {
   if (names.size() != inputs.size() || inputs.size() != outputs.size() || inputs.empty()) {
     throw std::invalid_argument("grouped allreduce: one name and output per input tensor");
   }
   std::vector<std::unique_ptr<TensorArg>> args;
   std::vector<zen_op_t> ops(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    args.push_back(std::make_unique<TensorArg>(inputs[i], "grouped allreduce input"));
+    args.push_back(std::make_unique<TensorArg>(inputs[i], "grouped allreduce input", stream));
     args.push_back(std::make_unique<TensorArg>(outputs[i], "grouped allreduce output"));
     zen_op_t& o = ops[i];
     o = zen_op_t{};
@@ -155,9 +169,13 @@ int64_t sparseAllreduceAsync(const std::string& name,
                              const torch::Tensor& values,
                              int64_t numRows,
                              int32_t op,
-                             const c10::optional<torch::Tensor>& denseOutput) {
-  checkHostContiguous(indices, "sparse indices");
-  checkHostContiguous(values, "sparse values");
+                             const c10::optional<torch::Tensor>& denseOutput,
+                             int64_t stream) {
+  const Placement p = placementOf(values, "sparse values");
+  if (placementOf(indices, "sparse indices").type != p.type ||
+      indices.device() != values.device()) {
+    throw std::invalid_argument("sparse indices and values are on different devices");
+  }
   if (indices.scalar_type() != torch::kInt64 || indices.dim() != 1) {
     throw std::invalid_argument("sparse indices must be a 1-D int64 tensor");
   }
@@ -172,6 +190,9 @@ int64_t sparseAllreduceAsync(const std::string& name,
   s.row_size = 1;
   for (int64_t d = 1; d < values.dim(); ++d) s.row_size *= values.size(d);
   s.dtype = dtypeOf(values);
+  s.device_type = p.type;
+  s.device_index = p.index;
+  if (p.type == ZEN_DEVICE_CUDA) s.stream = reinterpret_cast<void*>(stream);
   zen_handle_t h = 0;
   if (denseOutput.has_value()) {
     TensorArg out(*denseOutput, "sparse allreduce dense output");
@@ -190,8 +211,11 @@ int64_t allgatherAsync(const std::string& name, const torch::Tensor& input) {
   return h;
 }
 
-int64_t broadcastAsync(const std::string& name, const torch::Tensor& tensor, int32_t root) {
-  TensorArg t(tensor, "broadcast tensor");
+int64_t broadcastAsync(const std::string& name,
+                       const torch::Tensor& tensor,
+                       int32_t root,
+                       int64_t stream) {
+  TensorArg t(tensor, "broadcast tensor", stream);
   zen_handle_t h = 0;
   checkEnqueue(zen_enqueue_broadcast(name.c_str(), &t.c, root, ZEN_NO_COMPLETION, &h));
   return h;
@@ -316,11 +340,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("cross_size", [] { return placement(zen_cross_size()); });
   m.def("backend", [] { return std::string(zen_backend()); });
   m.def("version", [] { return std::string(zen_version()); });
-  m.def("allreduce_async", &allreduceAsync);
-  m.def("grouped_allreduce_async", &groupedAllreduceAsync);
-  m.def("sparse_allreduce_async", &sparseAllreduceAsync);
+  m.def("cuda_built", [] { return zen_cuda_built() != 0; });
+  // stream: the framework's cudaStream_t as an integer, for CUDA tensors (0: the default).
+  m.def("allreduce_async", &allreduceAsync, pybind11::arg("name"), pybind11::arg("input"),
+        pybind11::arg("output"), pybind11::arg("op"), pybind11::arg("stream") = 0);
+  m.def("grouped_allreduce_async", &groupedAllreduceAsync, pybind11::arg("names"),
+        pybind11::arg("inputs"), pybind11::arg("outputs"), pybind11::arg("op"),
+        pybind11::arg("stream") = 0);
+  m.def("sparse_allreduce_async", &sparseAllreduceAsync, pybind11::arg("name"),
+        pybind11::arg("indices"), pybind11::arg("values"), pybind11::arg("num_rows"),
+        pybind11::arg("op"), pybind11::arg("dense_output"), pybind11::arg("stream") = 0);
   m.def("allgather_async", &allgatherAsync);
-  m.def("broadcast_async", &broadcastAsync);
+  m.def("broadcast_async", &broadcastAsync, pybind11::arg("name"), pybind11::arg("tensor"),
+        pybind11::arg("root"), pybind11::arg("stream") = 0);
   m.def("join_async", &joinAsync);
   m.def("barrier_async", &barrierAsync);
   m.def("poll", &poll);

@@ -74,6 +74,11 @@ def basics():
     assert hvd.is_homogeneous()
     assert not hvd.gloo_enabled() and not hvd.nccl_built()
     assert hvd.Average != hvd.Sum
+    # CUDA tensors pass through when libzen has CUDA (a build without refuses them with
+    # "built without CUDA"); memory that is neither host nor CUDA is refused here.
+    assert isinstance(hvd.cuda_built(), bool)
+    expect_raises(ValueError, lambda: hvd.allreduce(torch.ones(2, device="meta")),
+                  "CPU and CUDA tensors")
 
 
 # ---- allreduce ----

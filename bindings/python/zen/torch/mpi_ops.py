@@ -191,7 +191,9 @@ def ccl_built():
 
 
 def cuda_built():
-    return False
+    """Whether libzen takes CUDA tensors (a CUDA build with NCCL). Posting one to a build
+    without CUDA raises ValueError ("built without CUDA")."""
+    return _C.cuda_built()
 
 
 def rocm_built():
@@ -312,9 +314,17 @@ def _wire_dtype(tensor):
 
 
 def _check_device(tensor):
-    if tensor.device.type != "cpu":
-        raise ValueError("zen.torch: the tensor is on %s; this build synchronizes CPU tensors"
+    if tensor.device.type not in ("cpu", "cuda"):
+        raise ValueError("zen.torch: the tensor is on %s; zen synchronizes CPU and CUDA tensors"
                          % tensor.device)
+
+
+def _stream(tensor):
+    """The framework stream a CUDA tensor is produced on, as an integer (0 for host tensors):
+    the daemon's own stream waits for the work queued there so far, no host wait."""
+    if not tensor.is_cuda:
+        return 0
+    return int(torch.cuda.current_stream(tensor.device).cuda_stream)
 
 
 def _wire(tensor):
@@ -353,14 +363,14 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
             src = src.clone()
     # The daemon writes into dst: the output itself when it can, else a buffer copied back.
     direct = (output.dtype == src.dtype and output.is_contiguous() and output.dim() > 0
-              and output.device.type == "cpu")
+              and output.device == src.device)
     if direct:
         dst = output
     elif output is tensor and src is not tensor:
         dst = src  # in place on a private copy (cast, contiguous or scaled)
     else:
         dst = torch.empty_like(src)
-    c = _C.allreduce_async(_name("allreduce", name), src, dst, _OPS[op])
+    c = _C.allreduce_async(_name("allreduce", name), src, dst, _OPS[op], _stream(src))
 
     def finish():
         _release(c)
@@ -464,7 +474,7 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
         names.append("%s.%d" % (base, i))
         srcs.append(src)
         dsts.append(dst)
-    cs = _C.grouped_allreduce_async(names, srcs, dsts, _OPS[op])
+    cs = _C.grouped_allreduce_async(names, srcs, dsts, _OPS[op], _stream(srcs[0]))
 
     def finish():
         for c in cs:
@@ -552,7 +562,7 @@ def _row_sparse(tensor):
     if sparse_dim == 1:
         rows = indices[0]
     else:
-        rows = torch.zeros(indices.shape[1], dtype=torch.int64)
+        rows = torch.zeros(indices.shape[1], dtype=torch.int64, device=indices.device)
         for d in range(sparse_dim):
             rows = rows * shape[d] + indices[d]
     num_rows = 1
@@ -601,8 +611,9 @@ def _sparse_allreduce_async(tensor, full_name, op, dense=False):
         values = values.view(-1, 1)
     out = None
     if dense:
-        out = torch.empty(shape, dtype=wire_dtype)
-    c = _C.sparse_allreduce_async(full_name, rows, values, num_rows, _OPS[op], out)
+        out = torch.empty(shape, dtype=wire_dtype, device=values.device)
+    c = _C.sparse_allreduce_async(full_name, rows, values, num_rows, _OPS[op], out,
+                                  _stream(values))
 
     def finish():
         if dense:
@@ -614,6 +625,8 @@ def _sparse_allreduce_async(tensor, full_name, op, dense=False):
             result_values = result_values.to(dtype)
         result = torch._sparse_coo_tensor_unsafe(
             _unflatten_rows(result_rows, shape, sparse_dim), result_values, shape)
+        if tensor.is_cuda:  # the daemon's sparse result is host memory (dense=True is not)
+            result = result.to(tensor.device)
         return result._coalesced_(True)  # distinct rows in increasing order
 
     return _register([c], (tensor, rows, values, out), finish)
@@ -634,11 +647,14 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     src = _wire(tensor)
     if tensor.dim() == 0:
         raise ValueError("allgather needs a tensor of at least one dimension")
+    if src.is_cuda:  # the daemon gathers host memory only (yet): a host copy, and back
+        src = src.cpu()
     c = _C.allgather_async(_name("allgather", name), src)
 
     def finish():
         gathered = _C.allgather_result(c, src)  # released with this tensor
-        return gathered if gathered.dtype == tensor.dtype else gathered.to(tensor.dtype)
+        gathered = gathered if gathered.dtype == tensor.dtype else gathered.to(tensor.dtype)
+        return gathered.to(tensor.device) if tensor.is_cuda else gathered
 
     return _register([c], (tensor, src), finish)
 
@@ -696,7 +712,7 @@ def _broadcast_async(tensor, output, root_rank, name):
             wire = wire.view(1)
         if wire.data_ptr() == output.data_ptr():
             wire = wire.clone()
-    c = _C.broadcast_async(_name("broadcast", name), wire, int(root_rank))
+    c = _C.broadcast_async(_name("broadcast", name), wire, int(root_rank), _stream(wire))
 
     def finish():
         _release(c)

@@ -121,8 +121,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             # have one: post zeros (no rows for a parameter known to be sparse).
             if p in self._sparse_params and not self.sparse_as_dense:
                 p.grad = torch.sparse_coo_tensor(
-                    torch.empty((1, 0), dtype=torch.int64),
-                    torch.empty((0,) + tuple(p.shape[1:]), dtype=p.dtype), p.shape)
+                    torch.empty((1, 0), dtype=torch.int64, device=p.device),
+                    torch.empty((0,) + tuple(p.shape[1:]), dtype=p.dtype, device=p.device),
+                    p.shape)
             else:
                 p.grad = p.data.new(p.size()).zero_()
 
