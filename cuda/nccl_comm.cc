@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <mutex>
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
@@ -81,7 +82,10 @@ struct NcclComm::Impl {
   ncclComm_t comm = nullptr;
   Status failure;       // the first communicator failure: every later call returns it (kAborted)
   DeviceBuffer counts;  // device uint64 [2 n] for the count exchanges; also a dummy buffer
-  PinnedBuffer hostCounts;  // pinned uint64 [2 n]
+  PinnedBuffer hostCounts;                  // pinned uint64 [2 n]
+  std::atomic<bool> abortRequested{false};  // requestAbort(), from any thread
+  std::mutex abortMu;
+  Status abortReason;  // guarded by abortMu
   std::unique_ptr<std::atomic<uint64_t>[]> sent;
   std::unique_ptr<std::atomic<uint64_t>[]> received;
 
@@ -123,7 +127,20 @@ struct NcclComm::Impl {
                        file, line));
   }
 
-  Status guard() const {
+  // Acts on requestAbort() (driving thread only).
+  Status honourAbortRequest() {
+    if (!abortRequested.load(std::memory_order_acquire)) return Status::ok();
+    Status why;
+    {
+      std::lock_guard<std::mutex> lock(abortMu);
+      why = abortReason;
+    }
+    return fail(ZEN_ERROR(StatusCode::kAborted, "rank {}: NCCL communicator aborted on request: {}",
+                          rank, why.toString()));
+  }
+
+  Status guard() {
+    if (failure.isOk()) ZEN_RETURN_IF_ERROR(honourAbortRequest());
     if (failure.isOk()) return Status::ok();
     return ZEN_ERROR(StatusCode::kAborted, "NCCL communicator of rank {} failed earlier: {}", rank,
                      failure.toString());
@@ -133,6 +150,10 @@ struct NcclComm::Impl {
   Status waitIssued(const char* what) {
     const Status s = pollWithDeadline(
         [&](Status* err) {
+          if (abortRequested.load(std::memory_order_acquire)) {
+            *err = honourAbortRequest();
+            return PollState::kFailed;
+          }
           ncclResult_t state = ncclSuccess;
           const ncclResult_t r = ncclCommGetAsyncError(comm, &state);
           if (r != ncclSuccess) {
@@ -260,6 +281,10 @@ Status NcclComm::wait(cudaStream_t stream, const char* what) {
   ZEN_RETURN_IF_ERROR(init());
   const Status s = pollWithDeadline(
       [&](Status* err) {
+        if (m->abortRequested.load(std::memory_order_acquire)) {
+          *err = m->honourAbortRequest();
+          return PollState::kFailed;
+        }
         const cudaError_t q = cudaStreamQuery(stream);
         if (q == cudaSuccess) return PollState::kDone;
         if (q != cudaErrorNotReady) {
@@ -428,6 +453,15 @@ Status NcclComm::broadcast(void* data, size_t bytes, int root, cudaStream_t stre
   ZEN_RETURN_IF_ERROR(m->waitIssued("ncclBroadcast"));
   m->add(broadcastBytes(m->size, m->rank, bytes, root));
   return Status::ok();
+}
+
+void NcclComm::requestAbort(const Status& why) {
+  {
+    std::lock_guard<std::mutex> lock(impl_->abortMu);
+    if (impl_->abortRequested.load()) return;  // the first reason wins
+    impl_->abortReason = why;
+  }
+  impl_->abortRequested.store(true, std::memory_order_release);
 }
 
 ops::TransportCounters NcclComm::counters() const {

@@ -81,6 +81,12 @@ class NcclComm {
   // `what` names the operation in a timeout message.
   Status wait(cudaStream_t stream, const char* what = "wait");
 
+  // From any thread (e.g. a finalizer whose event wait timed out on work this comm enqueued
+  // asynchronously): asks the driving thread to abort the communicator. The driving thread's
+  // current wait, or its next call, aborts it (ncclCommAbort, which also ends NCCL kernels
+  // stuck on the GPU) and returns kAborted with `why`. Only the driving thread touches NCCL.
+  void requestAbort(const Status& why);
+
   // Counts first: sendCounts[p] (host, size() entries) goes to rank p; (*recvCounts)[p]
   // becomes what rank p sent here. One grouped NCCL exchange of 8 bytes per pair; waits.
   Status exchangeCounts(const std::vector<uint64_t>& sendCounts,

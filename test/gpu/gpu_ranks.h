@@ -46,7 +46,9 @@ struct RankContext {
 };
 
 // Runs fn on `size` threads, rank r on device r; failures are gtest EXPECTs inside fn.
-inline void runRanks(int size, const std::function<void(RankContext&)>& fn) {
+inline void runRanks(int size,
+                     const std::function<void(RankContext&)>& fn,
+                     double timeoutSeconds = 60) {
   auto hub = ops::makeInProcessHub(size);
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
@@ -60,7 +62,7 @@ inline void runRanks(int size, const std::function<void(RankContext&)>& fn) {
       ASSERT_TRUE(transport.isOk()) << transport.status().toString();
       NcclCommOptions co;
       co.deviceIndex = r;
-      co.timeoutSeconds = 60;
+      co.timeoutSeconds = timeoutSeconds;
       cudaStream_t stream = nullptr;
       ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
       {

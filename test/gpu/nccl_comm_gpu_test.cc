@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -219,6 +220,39 @@ TEST(NcclCommGpu, ArgumentErrorsLeaveTheCommUsable) {
     EXPECT_OK(c.comm->allgatherCounts(42, &counts, c.stream));
     EXPECT_EQ(counts, std::vector<uint64_t>{42});
   });
+}
+
+TEST(NcclCommGpu, RequestAbortEndsTheCommOnItsNextCall) {
+  runRanks(1, [&](RankContext& c) {
+    EXPECT_OK(c.comm->init());
+    c.comm->requestAbort(ZEN_ERROR(StatusCode::kTimeout, "finalizer gave up"));
+    std::vector<uint64_t> counts;
+    const Status s = c.comm->allgatherCounts(1, &counts, c.stream);
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << s.toString();
+    EXPECT_NE(s.message().find("finalizer gave up"), std::string::npos) << s.message();
+    EXPECT_FALSE(c.comm->ready());
+    EXPECT_EQ(c.comm->allgatherCounts(1, &counts, c.stream).code(), StatusCode::kAborted);
+  });
+}
+
+// Rank 0 waits for a collective its peers never join: a bounded kTimeout naming rank and call,
+// the comm aborted, later calls kAborted. Needs two GPUs.
+TEST(NcclCommGpu, AMissingPeerIsATimeoutNotAHang) {
+  const int n = std::min(deviceCount(), 8);
+  if (n < 2) GTEST_SKIP() << "needs two GPUs";
+  runRanks(
+      n,
+      [&](RankContext& c) {
+        EXPECT_OK(c.comm->init());
+        if (c.rank != 0) return;  // the peers skip the collective and destroy their comms
+        std::vector<uint64_t> counts;
+        const Status s = c.comm->allgatherCounts(7, &counts, c.stream);
+        EXPECT_TRUE(s.code() == StatusCode::kTimeout || s.code() == StatusCode::kIoError)
+            << s.toString();
+        EXPECT_NE(s.message().find("rank 0"), std::string::npos) << s.message();
+        EXPECT_EQ(c.comm->allgatherCounts(7, &counts, c.stream).code(), StatusCode::kAborted);
+      },
+      3.0);
 }
 
 }  // namespace
