@@ -68,7 +68,7 @@ class SparseAllreduceOp : public AsyncOpKernel {
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
     const Tensor& values = context->input(0);
     const Tensor& indices = context->input(1);
-    const Tensor& numRows = context->input(2);
+    const Tensor& denseShape = context->input(2);
     const std::string name = nameInput(context, 3);
     OP_REQUIRES_ASYNC(
         context,
@@ -77,15 +77,27 @@ class SparseAllreduceOp : public AsyncOpKernel {
             "sparse allreduce '" + name + "': values " + values.shape().DebugString() +
             " need one row per index, indices " + indices.shape().DebugString()),
         done);
-    OP_REQUIRES_ASYNC(context, TensorShapeUtils::IsScalar(numRows.shape()),
-                      absl::InvalidArgumentError("num_rows must be a scalar"), done);
+    // The rows of values must be the trailing dimensions of dense_shape, flattened.
+    int64_t rowSize = 1;
+    for (int d = 1; d < values.dims(); ++d) rowSize *= values.dim_size(d);
+    int64_t denseRowSize = 1;
+    const bool shapeOk = denseShape.dims() == 1 && denseShape.NumElements() >= 1;
+    if (shapeOk) {
+      auto dims = denseShape.flat<int64_t>();
+      for (int64_t d = 1; d < dims.size(); ++d) denseRowSize *= dims(d);
+    }
+    OP_REQUIRES_ASYNC(context, shapeOk && denseRowSize == rowSize,
+                      absl::InvalidArgumentError("sparse allreduce '" + name + "': values " +
+                                                 values.shape().DebugString() +
+                                                 " do not hold rows of dense_shape " +
+                                                 denseShape.DebugString(/*num_values=*/8)),
+                      done);
     zen_sparse_tensor_t s{};
     s.indices = indices.flat<int64_t>().data();
     s.values = values.tensor_data().data();
     s.nnz = values.dim_size(0);
-    s.num_rows = numRows.scalar<int64_t>()();
-    s.row_size = 1;
-    for (int d = 1; d < values.dims(); ++d) s.row_size *= values.dim_size(d);
+    s.num_rows = denseShape.flat<int64_t>()(0);
+    s.row_size = rowSize;
     OP_REQUIRES_OK_ASYNC(context, zenDtype(values.dtype(), &s.dtype), done);
     Pending::start(new Pending(context, std::move(done), copySparseResult),
                    [&](zen_completion_t completion, zen_handle_t* handle) {

@@ -42,7 +42,7 @@ REGISTER_OP("ZenSparseAllreduce")
     .Attr("reduce_op: int")
     .Input("values: T")
     .Input("indices: int64")
-    .Input("num_rows: int64")
+    .Input("dense_shape: int64")
     .Input("tensor_name: string")
     .Output("out_values: T")
     .Output("out_indices: int64")
@@ -52,8 +52,9 @@ REGISTER_OP("ZenSparseAllreduce")
       return absl::OkStatus();
     })
     .Doc(
-        "Row-sparse allreduce: rows values[i] at indices[i] of a [num_rows, ...] tensor, "
-        "repeats summed; returns the distinct rows of the result in increasing order.");
+        "Row-sparse allreduce (tf.IndexedSlices): rows values[i] at indices[i] of a tensor of "
+        "dense_shape, repeats summed; returns the distinct rows of the result in increasing "
+        "order.");
 
 REGISTER_OP("ZenAllgather")
     .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")

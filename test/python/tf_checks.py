@@ -69,6 +69,21 @@ def basics():
     assert "cycles" in hvd.stats()
 
 
+@check
+def timeline():
+    """start_timeline / stop_timeline (ZEN_TIMELINE unset: DYNAMIC) write this rank's trace."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "tl.json")
+        hvd.start_timeline(path)
+        hvd.allreduce(tf.ones([3]), name="timeline.t")
+        hvd.stop_timeline()
+        mine = os.path.join(tmp, "tl.rank%d.json" % hvd.rank())
+        with open(mine) as f:
+            events = json.load(f)
+        assert any("timeline.t" in json.dumps(e) for e in events), events[:5]
+
+
 # ---- allreduce ----
 
 @check
@@ -198,6 +213,10 @@ def indexed_slices_match_dense():
     assert out.values.dtype == tf.float32 and np.array_equal(dense_of(out, 12), want)
     expect_raises(NotImplementedError, lambda: hvd.allreduce(full, op=hvd.Max))
     expect_raises(NotImplementedError, lambda: hvd.allreduce(full, prescale_factor=2.0))
+    bad = tf.IndexedSlices(tf.ones([2, 3]), tf.constant([0, 1], tf.int64),
+                           tf.constant([12, 4], tf.int64))
+    expect_raises(tf.errors.InvalidArgumentError, lambda: hvd.allreduce(bad, name="sp.bad"),
+                  "dense_shape")  # refused here, before anything is posted
 
     # Inside a function: many in flight at once.
     @tf.function

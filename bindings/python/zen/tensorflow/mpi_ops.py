@@ -116,9 +116,9 @@ def _sparse_allreduce(slices, name=None, op=Average, compression=None):
         compression.compress(slices.values)
     wire, dtype = _to_wire(values)
     indices = tf.cast(slices.indices, tf.int64)
-    num_rows = tf.cast(tf.convert_to_tensor(slices.dense_shape)[0], tf.int64)
+    dense_shape = tf.cast(slices.dense_shape, tf.int64)
     out_values, out_indices = _ops.zen_sparse_allreduce(
-        wire, indices, num_rows, _name("allreduce", name, slices.values),
+        wire, indices, dense_shape, _name("allreduce", name, slices.values),
         reduce_op=basics.C_OPS[op])
     out_values = _from_wire(out_values, dtype)
     if compression is not None:
