@@ -36,11 +36,13 @@ __global__ void batchedCopyKernel(CopyBatch batch) {
   for (size_t k = first; k < bytes; k += stride) dst[k] = src ? src[k] : uint8_t{0};
 }
 
-__global__ void offsetIndicesKernel(const int64_t* src, int64_t* dst, int64_t n, int64_t offset) {
+__global__ void offsetIndicesKernel(
+    const int64_t* src, int64_t* dst, int64_t n, int64_t offset, int64_t rows) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += stride) {
-    dst[k] = src[k] + offset;
+    const int64_t v = src[k];
+    dst[k] = v >= 0 && v < rows ? v + offset : -1;
   }
 }
 
@@ -66,11 +68,15 @@ Status batchedCopy(const std::vector<CopyJob>& jobs, cudaStream_t stream) {
   return Status::ok();
 }
 
-Status offsetIndices(
-    const int64_t* src, int64_t* dst, int64_t n, int64_t offset, cudaStream_t stream) {
+Status offsetIndices(const int64_t* src,
+                     int64_t* dst,
+                     int64_t n,
+                     int64_t offset,
+                     int64_t rows,
+                     cudaStream_t stream) {
   if (n <= 0) return Status::ok();
   offsetIndicesKernel<<<gridBlocks(n, kBlockThreads, 0), kBlockThreads, 0, stream>>>(src, dst, n,
-                                                                                     offset);
+                                                                                     offset, rows);
   ZEN_CHECK_LAUNCH("offsetIndicesKernel");
   return Status::ok();
 }

@@ -228,7 +228,8 @@ Status CudaExecutor::Impl::sparse(const Response& r,
       if (e == nullptr || e->sparseInput.nnz == 0) continue;
       const int64_t first = plan.firstEntry[i];
       ZEN_RETURN_IF_ERROR(offsetIndices(e->sparseInput.indices, sparseIndices.as<int64_t>() + first,
-                                        e->sparseInput.nnz, r.rowOffsets[i], stream));
+                                        e->sparseInput.nnz, r.rowOffsets[i], r.shapes[i].numRows(),
+                                        stream));
       values.push_back(CopyJob{e->sparseInput.values,
                                sparseValues.as<std::byte>() + static_cast<size_t>(first) * rowBytes,
                                static_cast<size_t>(e->sparseInput.nnz) * rowBytes});

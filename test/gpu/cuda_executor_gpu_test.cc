@@ -203,6 +203,35 @@ TEST_F(CudaExecutorGpu, SparseAllreduceDenseAndSparseResultsMatchTheCpu) {
   }
 }
 
+// In a fused bucket an index past its own tensor's rows would land in the next tensor's:
+// it is refused instead, on both tensors of the bucket.
+TEST_F(CudaExecutorGpu, AFusedSparseIndexOutsideItsTensorIsAnError) {
+  Job gpu(1);
+  SparseInput a = makeSparse(rng_(), 100, 2, 0.2);
+  const SparseInput b = makeSparse(rng_(), 100, 2, 0.2);
+  a.indices.push_back(150);  // inside the bucket's 200 rows, outside a's 100
+  a.values.insert(a.values.end(), {1.0f, 1.0f});
+  DeviceArray<int64_t> ai(a.indices), bi(b.indices);
+  DeviceArray<float> av(a.values), bv(b.values);
+  auto device = [](const SparseInput& in, const DeviceArray<int64_t>& i,
+                   const DeviceArray<float>& v) {
+    SparseView s = in.view();
+    s.indices = i.data();
+    s.values = v.data();
+    s.device = Device::cuda(0);
+    return s;
+  };
+  std::vector<TensorOp> ops;
+  ops.push_back(TensorOp::sparseAllreduce("a", device(a, ai, av), ReduceOp::kSum));
+  ops.push_back(TensorOp::sparseAllreduce("b", device(b, bi, bv), ReduceOp::kSum));
+  auto hs = gpu.rank(0).enqueueGroup(std::move(ops));
+  ASSERT_TRUE(hs.isOk()) << hs.status().toString();
+  for (const Handle& h : hs.value()) {
+    const Status s = waitFor(h);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.toString();
+  }
+}
+
 TEST_F(CudaExecutorGpu, BroadcastInPlaceAndAllgatherRefused) {
   Job gpu(1);
   const std::vector<float> v = randomFloats(rng_, 999);
