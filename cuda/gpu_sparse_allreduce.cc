@@ -19,9 +19,11 @@ size_t GpuSparseAllreduceWorkspace::State::heldBytes() const {
   size_t bytes = scratch.heldBytes() + extractor.scratchBytes();
   if (partitioner != nullptr) bytes += partitioner->scratchBytes();
   for (const DeviceBuffer* b :
-       {&extracted.indices, &extracted.values, &lists.positions, &lists.values,
-        &lists.deviceOffsets, &encoded.bitmap, &encoded.values, &recvPositions, &recvValues,
-        &recvIndices, &owners, &positions, &pullBitmaps, &pullValues, &denseScratch, &summary}) {
+       {&extracted.indices,   &extracted.values, &lists.positions, &lists.values,
+        &lists.deviceOffsets, &encoded.bitmap,   &encoded.values,  &recvPositions,
+        &recvValues,          &recvIndices,      &owners,          &positions,
+        &pullBitmaps,         &pullValues,       &denseScratch,    &summary,
+        &hcIndices[0],        &hcIndices[1],     &hcValues[0],     &hcValues[1]}) {
     bytes += b->capacity();
   }
   return bytes;
@@ -47,24 +49,35 @@ void GpuPhaseClock::mark(const char* phase) {
   last_ = now;
 }
 
-Status aggregateWhole(const SparseView& in,
+Status aggregateWhole(const std::vector<SparseView>& inputs,
                       GpuSparseAllreduceWorkspace::State& st,
                       cudaStream_t stream) {
-  ZEN_CHECK_ARG(static_cast<uint64_t>(in.numRows) <= std::numeric_limits<uint32_t>::max(),
-                "the GPU agsparse and dense schemes take at most 2^32 - 1 rows, found {}",
-                in.numRows);
-  const IndexMap map(static_cast<uint64_t>(in.numRows), 1, 0);
-  ZEN_RETURN_IF_ERROR(st.aggregator.reset(map, 0, in.dtype, in.rowSize, stream));
-  if (in.nnz == 0) return Status::ok();
-  const size_t n = static_cast<size_t>(in.nnz);
+  ZEN_CHECK_ARG(!inputs.empty(), "aggregateWhole: no input");
+  const SparseView& first = inputs.front();
+  ZEN_CHECK_ARG(static_cast<uint64_t>(first.numRows) <= std::numeric_limits<uint32_t>::max(),
+                "the GPU agsparse, hc and dense schemes take at most 2^32 - 1 rows, found {}",
+                first.numRows);
+  const IndexMap map(static_cast<uint64_t>(first.numRows), 1, 0);
+  ZEN_RETURN_IF_ERROR(st.aggregator.reset(map, 0, first.dtype, first.rowSize, stream));
+  int64_t most = 0;
+  for (const SparseView& in : inputs) most = std::max(most, in.nnz);
+  if (most == 0) return Status::ok();
+  const size_t n = static_cast<size_t>(most);
   ZEN_RETURN_IF_ERROR(st.owners.reserve(n * sizeof(uint32_t)));
   ZEN_RETURN_IF_ERROR(st.positions.reserve(n * sizeof(uint32_t)));
   ZEN_RETURN_IF_ERROR(st.summary.reserve(sizeof(unsigned long long)));
   auto* bad = st.summary.as<unsigned long long>();
-  ZEN_CHECK_CUDA(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
-  ZEN_RETURN_IF_ERROR(launchPlaceIndices(map, in.indices, in.nnz, st.owners.as<uint32_t>(),
-                                         st.positions.as<uint32_t>(), bad, stream));
-  return st.aggregator.add(st.positions.as<const uint32_t>(), in.values, in.nnz, stream);
+  // Stream order: each view's positions are read by its add() before the next view's
+  // placement overwrites them.
+  for (const SparseView& in : inputs) {
+    if (in.nnz == 0) continue;
+    ZEN_CHECK_CUDA(cudaMemsetAsync(bad, 0xff, sizeof(unsigned long long), stream));
+    ZEN_RETURN_IF_ERROR(launchPlaceIndices(map, in.indices, in.nnz, st.owners.as<uint32_t>(),
+                                           st.positions.as<uint32_t>(), bad, stream));
+    ZEN_RETURN_IF_ERROR(
+        st.aggregator.add(st.positions.as<const uint32_t>(), in.values, in.nnz, stream));
+  }
+  return Status::ok();
 }
 
 Status decodeWhole(const GpuSchemeCall& call, double scale, GpuSparseAllreduceResult* result) {
@@ -248,6 +261,9 @@ Status gpuSparseAllreduce(const GpuSparseAllreduceOptions& o, GpuSparseAllreduce
         break;
       case Scheme::kAgSparse:
         ZEN_RETURN_IF_ERROR(gpuSparseAllreduceAgSparse(call, result));
+        break;
+      case Scheme::kHc:
+        ZEN_RETURN_IF_ERROR(gpuSparseAllreduceHc(call, result));
         break;
       default:
         ZEN_RETURN_IF_ERROR(gpuSparseAllreduceZen(call, result));

@@ -56,7 +56,7 @@ Status gpuSparseAllreduceAgSparse(const GpuSchemeCall& c, GpuSparseAllreduceResu
   gathered.indices = st.recvIndices.as<const int64_t>();
   gathered.values = st.recvValues.data();
   gathered.nnz = static_cast<int64_t>(idxOff.back() / sizeof(int64_t));
-  ZEN_RETURN_IF_ERROR(aggregateWhole(gathered, st, stream));
+  ZEN_RETURN_IF_ERROR(aggregateWhole({gathered}, st, stream));
   const double scale = o.op == ReduceOp::kAverage ? 1.0 / n : 1.0;
   ZEN_RETURN_IF_ERROR(decodeWhole(c, scale, result));
   result->stats.outputNnz = st.encoded.count;

@@ -39,7 +39,7 @@ Status gpuSparseAllreduceDense(const GpuSchemeCall& c, GpuSparseAllreduceResult*
   GpuSparseAllreduceOptions denseOptions = o;
   denseOptions.denseOutput = true;
   densify.options = &denseOptions;
-  ZEN_RETURN_IF_ERROR(aggregateWhole(in, st, stream));
+  ZEN_RETURN_IF_ERROR(aggregateWhole({in}, st, stream));
   ZEN_RETURN_IF_ERROR(decodeWhole(densify, 1.0, result));
   clock.mark("densify");
 

@@ -3,6 +3,7 @@
 // Shared by the dispatcher and the GPU scheme files: the workspace's state and one validated
 // call (not part of the public interface; see gpu_sparse_allreduce.h).
 #include <memory>
+#include <vector>
 
 #include "core/index_map.h"
 #include "cuda/gpu_aggregator.h"
@@ -39,6 +40,8 @@ struct GpuSparseAllreduceWorkspace::State {
   DeviceBuffer pullBitmaps;    // zen pull: every part's bitmap
   DeviceBuffer pullValues;     // zen pull: every part's rows
   DeviceBuffer denseScratch;   // dense scheme with sparse output: the summed dense tensor
+  DeviceBuffer hcIndices[2];   // hc: the merged set (current, next), int64 indices
+  DeviceBuffer hcValues[2];    // hc: its rows
   DeviceBuffer summary;        // n + 1 call summaries, then the bad-entry word
   PinnedBuffer hostSummary;    // n + 1 call summaries, then the bad-entry word
 
@@ -57,15 +60,16 @@ struct GpuSchemeCall {
 Status gpuSparseAllreduceZen(const GpuSchemeCall& call, GpuSparseAllreduceResult* result);
 Status gpuSparseAllreduceAgSparse(const GpuSchemeCall& call, GpuSparseAllreduceResult* result);
 Status gpuSparseAllreduceDense(const GpuSchemeCall& call, GpuSparseAllreduceResult* result);
+Status gpuSparseAllreduceHc(const GpuSchemeCall& call, GpuSparseAllreduceResult* result);
 
 // Shared steps (gpu_sparse_allreduce.cc).
-// Sums a device COO tensor (indices in range, repeats summed in fp32 for 16-bit floats)
-// into the state's one-part aggregator: agsparse's and the dense scheme's local reduction.
-Status aggregateWhole(const SparseView& in,
+// Sums device COO tensors (indices in range, repeats summed in fp32 for 16-bit floats) into
+// the state's one-part aggregator: the local reduction of agsparse, hc and the dense scheme.
+Status aggregateWhole(const std::vector<SparseView>& inputs,
                       GpuSparseAllreduceWorkspace::State& st,
                       cudaStream_t stream);
-// Decodes the state's encoded one-part aggregation (scaled by `scale`) into the dense output
-// (zeroed first) or into result->sparse.
+// Encodes the state's one-part aggregation scaled by `scale` (gpuEncode) and decodes it into
+// the dense output (zeroed first) or into result->sparse.
 Status decodeWhole(const GpuSchemeCall& call, double scale, GpuSparseAllreduceResult* result);
 
 // Appends (phase, host seconds since the last mark) to the stats.

@@ -71,13 +71,13 @@ Result<Scheme> resolveGpuScheme(Scheme requested) {
       return Scheme::kZen;
     case Scheme::kAgSparse:
     case Scheme::kDense:
-      return requested;
     case Scheme::kHc:
+      return requested;
     case Scheme::kBlocks:
       break;
   }
   return ZEN_ERROR(StatusCode::kUnimplemented,
-                   "scheme {} has no GPU implementation yet (zen, agsparse and dense do)",
+                   "scheme {} has no GPU implementation yet (zen, hc, agsparse and dense do)",
                    schemeName(requested));
 }
 

@@ -79,7 +79,7 @@ TEST(ResolveGpuScheme, AutoIsZenAndUnportedSchemesSaySo) {
   EXPECT_EQ(resolveGpuScheme(Scheme::kZen).value(), Scheme::kZen);
   EXPECT_EQ(resolveGpuScheme(Scheme::kAgSparse).value(), Scheme::kAgSparse);
   EXPECT_EQ(resolveGpuScheme(Scheme::kDense).value(), Scheme::kDense);
-  EXPECT_EQ(resolveGpuScheme(Scheme::kHc).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(resolveGpuScheme(Scheme::kHc).value(), Scheme::kHc);
   EXPECT_EQ(resolveGpuScheme(Scheme::kBlocks).status().code(), StatusCode::kUnimplemented);
 }
 

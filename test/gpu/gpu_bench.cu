@@ -6,7 +6,7 @@
 // host synchronizations) and the achieved bandwidth, counting logical bytes read plus bytes
 // written (formulas below), against cudaMemcpy device-to-device measured in the same run
 // the same way. It also checks that the round trip of n identical ranks returns exactly n
-// times the input tensor. With NCCL built in, one row per GPU scheme (zen, agsparse, dense)
+// times the input tensor. With NCCL built in, one row per GPU scheme (zen, hc, agsparse, dense)
 // end to end on one rank (gpu_bench_schemes.cc), checked against the input.
 #include <cuda_runtime.h>
 

@@ -29,7 +29,7 @@ Status benchGpuSchemes(const char* label,
   GpuSparseAllreduceWorkspace ws;
   GpuSparseAllreduceResult result;
   Status status;
-  for (Scheme scheme : {Scheme::kZen, Scheme::kAgSparse, Scheme::kDense}) {
+  for (Scheme scheme : {Scheme::kZen, Scheme::kHc, Scheme::kAgSparse, Scheme::kDense}) {
     GpuSparseAllreduceOptions o;
     o.comm = &comm;
     o.denseInput = input;

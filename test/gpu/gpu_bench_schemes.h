@@ -1,6 +1,6 @@
 #pragma once
 
-// zen_gpu_bench's rows for the GPU schemes (zen, agsparse, dense) on one rank over NcclComm:
+// zen_gpu_bench's rows for the GPU schemes (zen, hc, agsparse, dense) on one rank over NcclComm:
 // compiled by the host compiler (the transport headers stay out of nvcc), called from
 // gpu_bench.cu when NCCL is built in.
 #include <cstdint>
