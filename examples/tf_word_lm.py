@@ -52,18 +52,19 @@ class WordLM(tf.Module):
         self.emb = tf.Variable(rng.normal((vocab, dim)), name="emb")
         self.w_input = uniform((dim, 4 * hidden), hidden)     # gates i, f, g, o
         self.w_hidden = uniform((hidden, 4 * hidden), hidden)
-        self.bias = uniform((4 * hidden,), hidden)
+        self.b_input = uniform((4 * hidden,), hidden)      # torch.nn.LSTM's b_ih and b_hh
+        self.b_hidden = uniform((4 * hidden,), hidden)
         self.w_decoder = uniform((hidden, vocab), hidden)
         self.b_decoder = uniform((vocab,), hidden)
         self.hidden = hidden
         # Gradients in this order (the embedding first: EMB).
-        self.params = [self.emb, self.w_input, self.w_hidden, self.bias, self.w_decoder,
-                       self.b_decoder]
+        self.params = [self.emb, self.w_input, self.w_hidden, self.b_input, self.b_hidden,
+                       self.w_decoder, self.b_decoder]
 
     def __call__(self, ids, state):
         h, c = state
         x = tf.nn.embedding_lookup(self.emb, ids)               # batch x bptt x dim
-        gates_in = tf.einsum("btd,dg->btg", x, self.w_input) + self.bias
+        gates_in = tf.einsum("btd,dg->btg", x, self.w_input) + self.b_input + self.b_hidden
         outputs = []
         for t in range(ids.shape[1]):
             i, f, g, o = tf.split(gates_in[:, t] + h @ self.w_hidden, 4, axis=1)
@@ -102,8 +103,8 @@ def train(scheme, args, ids, vocab_size):
         grads = tape.gradient(loss, model.params)  # averaged over all ranks
         # Clip the LSTM's averaged gradients, as torch_word_lm.py does; then plain SGD (the
         # embedding's rows through scatter_sub).
-        clipped, _ = tf.clip_by_global_norm(grads[1:4], 0.25)
-        grads = grads[:1] + clipped + grads[4:]
+        clipped, _ = tf.clip_by_global_norm(grads[1:5], 0.25)
+        grads = grads[:1] + clipped + grads[5:]
         for v, g in zip(model.params, grads):
             if isinstance(g, tf.IndexedSlices):
                 v.scatter_sub(tf.IndexedSlices(args.lr * g.values, g.indices))
