@@ -343,11 +343,13 @@ def errors_reach_every_rank():
         return hvd.allreduce(x, name="dup", op=hvd.Sum), hvd.allreduce(x * 2.0, name="dup",
                                                                         op=hvd.Sum)
 
+    run_twice = twice.get_concrete_function(tf.TensorSpec([3], tf.float32))  # traced first
+    hvd.barrier()
     if rank == 0:
-        e = expect_raises(tf.errors.InvalidArgumentError, lambda: twice(tf.ones([3])))
+        e = expect_raises(tf.errors.InvalidArgumentError, lambda: run_twice(tf.ones([3])))
         assert "already in flight" in e.message, e.message
     else:
-        time.sleep(0.5)
+        time.sleep(1.0)
         hvd.allreduce(tf.ones([3]), name="dup", op=hvd.Sum)
     # The daemon is still fine.
     assert equal(hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="after"), tf.fill([2], float(size)))
