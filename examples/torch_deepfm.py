@@ -293,6 +293,9 @@ def main():
 
     cardinalities = [int(float(c)) for c in args.cardinalities.split(",")]
     samples = args.samples or args.steps * args.batch_size
+    if samples < args.batch_size:
+        parser.error("--samples %d is less than one batch (--batch-size %d)"
+                     % (samples, args.batch_size))
     data = ClickData(cardinalities, args.zipf, samples, args.test_samples, args.seed)
     results = []
     for scheme in args.schemes.split(","):
