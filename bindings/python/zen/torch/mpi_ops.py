@@ -8,39 +8,27 @@ unnamed operations, which matches across ranks only when every rank issues them 
 order (as in Horovod).
 """
 
-import ctypes
 import itertools
-import os
 import threading
 import warnings
 
 import torch
 
-_here = os.path.dirname(os.path.abspath(__file__))
-_libzen = os.path.join(os.path.dirname(_here), "lib", "libzen.so")
-if not os.path.exists(_libzen):
-    raise ImportError(
-        "zen.torch: %s is missing; build the extension with `pip install .` or "
-        "tools/build-python (README, PyTorch)" % _libzen)
-# Global symbols: an MPI loaded by libzen must be visible to its own plugins (as
-# horovod.common.util does for its extension).
-ctypes.CDLL(_libzen, mode=ctypes.RTLD_GLOBAL)
+from zen.common import basics as _basics
+# Reduce operations, numbered as Horovod's (horovod.common.basics), shared with zen.tensorflow.
+from zen.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
+from zen.common.basics import OP_NAMES as _OP_NAMES
+
+# libzen.so first, with global symbols: an MPI loaded by libzen must be visible to its own
+# plugins (as horovod.common.util does for its extension).
+_basics.lib()
 try:
     from zen.torch import _zen_torch as _C  # noqa: E402
 except ImportError as e:  # pragma: no cover - a build problem
     raise ImportError("zen.torch: the C++ extension is not built (%s); run tools/build-python "
                       "or `pip install .`" % e) from e
 
-# Reduce operations, numbered as Horovod's (horovod.common.basics).
-Average = 0
-Sum = 1
-Adasum = 2
-Min = 3
-Max = 4
-Product = 5
 _OPS = {Average: _C.AVERAGE, Sum: _C.SUM}
-_OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
-             Product: "Product"}
 
 
 class HorovodInternalError(RuntimeError):
