@@ -14,8 +14,14 @@ namespace tensorflow {
 namespace zen_tf {
 namespace {
 
-std::string nameInput(OpKernelContext* context, int index) {
-  return std::string(context->input(index).scalar<tstring>()());
+absl::Status nameInput(OpKernelContext* context, int index, std::string* name) {
+  const Tensor& t = context->input(index);
+  if (!TensorShapeUtils::IsScalar(t.shape())) {
+    return absl::InvalidArgumentError("zen: the operation's name must be a scalar string, not " +
+                                      t.shape().DebugString());
+  }
+  *name = std::string(t.scalar<tstring>()());
+  return absl::OkStatus();
 }
 
 class AllreduceOp : public AsyncOpKernel {
@@ -26,7 +32,8 @@ class AllreduceOp : public AsyncOpKernel {
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
     const Tensor& input = context->input(0);
-    const std::string name = nameInput(context, 1);
+    std::string name;
+    OP_REQUIRES_OK_ASYNC(context, nameInput(context, 1, &name), done);
     Tensor* output = nullptr;
     OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
     TensorArg in;
@@ -69,7 +76,8 @@ class SparseAllreduceOp : public AsyncOpKernel {
     const Tensor& values = context->input(0);
     const Tensor& indices = context->input(1);
     const Tensor& denseShape = context->input(2);
-    const std::string name = nameInput(context, 3);
+    std::string name;
+    OP_REQUIRES_OK_ASYNC(context, nameInput(context, 3, &name), done);
     OP_REQUIRES_ASYNC(
         context,
         values.dims() >= 1 && indices.dims() == 1 && indices.dim_size(0) == values.dim_size(0),
@@ -129,7 +137,8 @@ class AllgatherOp : public AsyncOpKernel {
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
     const Tensor& input = context->input(0);
-    const std::string name = nameInput(context, 1);
+    std::string name;
+    OP_REQUIRES_OK_ASYNC(context, nameInput(context, 1, &name), done);
     OP_REQUIRES_ASYNC(
         context, input.dims() >= 1,
         absl::InvalidArgumentError("allgather '" + name + "': a tensor of at least one dimension"),
@@ -151,7 +160,8 @@ class BroadcastOp : public AsyncOpKernel {
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
     const Tensor& input = context->input(0);
-    const std::string name = nameInput(context, 1);
+    std::string name;
+    OP_REQUIRES_OK_ASYNC(context, nameInput(context, 1, &name), done);
     Tensor* output = nullptr;
     OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
     if (input.NumElements() > 0) {
