@@ -168,11 +168,15 @@ def main():
     args = parser.parse_args()
     tf.config.threading.set_intra_op_parallelism_threads(1)
 
+    schemes = args.schemes.split(",")
+    if len(schemes) > 1 and "OMPI_COMM_WORLD_RANK" in os.environ and "ZEN_RANK" not in os.environ:
+        parser.error("under MPI the daemon cannot start twice in one process (MPI_Init runs "
+                     "once): one scheme per launch (--schemes zen), or launch over TCP")
     tokens = read_corpus(args.corpus)
     vocab = build_vocab(tokens, args.vocab)
     ids = tf.constant(encode(tokens, vocab), dtype=tf.int32)
     results = []
-    for scheme in args.schemes.split(","):
+    for scheme in schemes:
         results.append(train(scheme, args, ids, len(vocab)))
     if int(os.environ.get("ZEN_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))) != 0:
         return 0

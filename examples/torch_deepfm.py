@@ -291,6 +291,10 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
 
+    schemes = args.schemes.split(",")
+    if len(schemes) > 1 and "OMPI_COMM_WORLD_RANK" in os.environ and "ZEN_RANK" not in os.environ:
+        parser.error("under MPI the daemon cannot start twice in one process (MPI_Init runs "
+                     "once): one scheme per launch (--schemes zen), or launch over TCP")
     cardinalities = [int(float(c)) for c in args.cardinalities.split(",")]
     samples = args.samples or args.steps * args.batch_size
     if samples < args.batch_size:
@@ -298,7 +302,7 @@ def main():
                      % (samples, args.batch_size))
     data = ClickData(cardinalities, args.zipf, samples, args.test_samples, args.seed)
     results = []
-    for scheme in args.schemes.split(","):
+    for scheme in schemes:
         results.append(train(scheme, args, data))
     if int(os.environ.get("ZEN_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))) != 0:
         return 0
