@@ -141,7 +141,6 @@ void Runtime::execute(const Response& response, Clock::time_point planned) {
 }
 
 void Runtime::complete(const Submitted& bucket, const Status& status, const BucketReport& report) {
-  const bool here = std::this_thread::get_id() == loopId_;
   if (breaksTransport(status)) {
     log_->error("the data plane failed; asking every rank to stop: {}", status.toString());
     std::lock_guard<std::mutex> lock(mu_);
@@ -150,7 +149,7 @@ void Runtime::complete(const Submitted& bucket, const Status& status, const Buck
   record(bucket.response, bucket.entries, report, bucket.bucket, bucket.planned, bucket.start,
          Clock::now(), status);
   const Runtime* outer = completing_;
-  if (!here) completing_ = this;
+  completing_ = this;  // on the executor's thread, a callback's shutdown() must not wait
   for (const std::string& name : bucket.response.tensorNames) finish(name, status);
   completing_ = outer;
 }
