@@ -438,8 +438,15 @@ void CudaExecutor::submit(const Response& response,
                                                      cudaGetErrorString(q), cudaGetErrorName(q)));
         return Finalizer::State::kFailed;
       },
-      [event, done, start, report = std::move(report)](const Status& s) mutable {
+      [event, done, start, report = std::move(report), impl = &m](const Status& s) mutable {
         (void)cudaEventDestroy(event);
+#ifdef ZEN_HAVE_NCCL
+        // A hung collective (timeout) or a dead device: the loop thread aborts the
+        // communicator at its next NCCL call or wait (NcclComm::requestAbort).
+        if (!s.isOk() && impl->comm) impl->comm->requestAbort(s);
+#else
+        (void)impl;
+#endif
         report.phases.push_back(ExecPhase{"CUDA", start, Clock::now()});
         done(s, std::move(report));
       });
