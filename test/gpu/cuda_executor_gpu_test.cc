@@ -116,34 +116,45 @@ TEST_F(CudaExecutorGpu, DenseAllreduceInPlaceAndFusedMatchesTheCpu) {
 }
 
 // The input is written on the caller's stream behind a 200 ms host function: the daemon must
-// wait for that stream's work (the event it records at enqueue), not read stale memory.
-TEST_F(CudaExecutorGpu, WaitsForTheFrameworksStream) {
+// wait for it (the framework's stream: the event the daemon records at enqueue; or the
+// framework's own event), not read stale memory.
+TEST_F(CudaExecutorGpu, WaitsForTheFrameworksStreamOrEvent) {
   Job gpu(1);
-  const std::vector<float> fresh = randomFloats(rng_, 1 << 16);
-  std::vector<float> stale(fresh.size(), -1.0f);
-  DeviceArray<float> x(stale);
-  float* pinned = nullptr;
-  ASSERT_EQ(cudaMallocHost(&pinned, fresh.size() * sizeof(float)), cudaSuccess);
-  std::memcpy(pinned, fresh.data(), fresh.size() * sizeof(float));
-  cudaStream_t user = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
-  ASSERT_EQ(cudaLaunchHostFunc(
-                user, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); },
-                nullptr),
-            cudaSuccess);
-  ASSERT_EQ(
-      cudaMemcpyAsync(x.data(), pinned, fresh.size() * sizeof(float), cudaMemcpyHostToDevice, user),
-      cudaSuccess);
-  const TensorShape shape{static_cast<int64_t>(fresh.size())};
-  auto h = gpu.rank(0).enqueue(TensorOp::allreduce("late", deviceView(x.data(), shape),
-                                                   deviceView(x.data(), shape), ReduceOp::kSum)
-                                   .withReady({nullptr, user}));
-  ASSERT_TRUE(h.isOk()) << h.status().toString();
-  ASSERT_TRUE(waitFor(h.value()).isOk());
-  EXPECT_EQ(x.host(), fresh);
-  cudaStreamSynchronize(user);
-  cudaStreamDestroy(user);
-  cudaFreeHost(pinned);
+  for (bool withEvent : {false, true}) {
+    const std::vector<float> fresh = randomFloats(rng_, 1 << 16);
+    std::vector<float> stale(fresh.size(), -1.0f);
+    DeviceArray<float> x(stale);
+    float* pinned = nullptr;
+    ASSERT_EQ(cudaMallocHost(&pinned, fresh.size() * sizeof(float)), cudaSuccess);
+    std::memcpy(pinned, fresh.data(), fresh.size() * sizeof(float));
+    cudaStream_t user = nullptr;
+    ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+    ASSERT_EQ(cudaLaunchHostFunc(
+                  user, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(200)); },
+                  nullptr),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpyAsync(x.data(), pinned, fresh.size() * sizeof(float),
+                              cudaMemcpyHostToDevice, user),
+              cudaSuccess);
+    cudaEvent_t ready = nullptr;
+    ReadySignal signal{nullptr, user};
+    if (withEvent) {
+      ASSERT_EQ(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming), cudaSuccess);
+      ASSERT_EQ(cudaEventRecord(ready, user), cudaSuccess);
+      signal = ReadySignal{ready, nullptr};
+    }
+    const TensorShape shape{static_cast<int64_t>(fresh.size())};
+    auto h = gpu.rank(0).enqueue(TensorOp::allreduce("late", deviceView(x.data(), shape),
+                                                     deviceView(x.data(), shape), ReduceOp::kSum)
+                                     .withReady(signal));
+    ASSERT_TRUE(h.isOk()) << h.status().toString();
+    ASSERT_TRUE(waitFor(h.value()).isOk());
+    EXPECT_EQ(x.host(), fresh) << (withEvent ? "event" : "stream");
+    cudaStreamSynchronize(user);
+    if (ready != nullptr) cudaEventDestroy(ready);
+    cudaStreamDestroy(user);
+    cudaFreeHost(pinned);
+  }
 }
 
 TEST_F(CudaExecutorGpu, SparseAllreduceDenseAndSparseResultsMatchTheCpu) {

@@ -1,0 +1,65 @@
+"""zen.torch on CUDA tensors with one rank (tools/gpu-check; needs a torch with CUDA and a
+libzen built with CUDA and NCCL). Every result is compared with the same operation on host
+copies through the same daemon. Inputs are random, fresh every run (the seed is printed).
+Exits 0 (printing "skipped") where torch has no CUDA.
+"""
+import random
+import sys
+
+import torch
+
+
+def main():
+    if not torch.cuda.is_available():
+        print("zen.torch on CUDA tensors: skipped (this torch has no CUDA)")
+        return 0
+    import zen.torch as hvd
+    hvd.init()
+    assert hvd.cuda_built(), "libzen was built without CUDA/NCCL"
+    seed = random.randrange(1 << 30)
+    print("torch_cuda_check seed %d" % seed)
+    gen = torch.Generator().manual_seed(seed)
+    dev = torch.device("cuda", 0)
+
+    def ints(*shape):
+        return torch.randint(-8, 9, shape, generator=gen).float()
+
+    # Allreduce: a new tensor, in place, and a fused group; the result stays on the device.
+    x = ints(1000, 3)
+    y = hvd.allreduce(x.to(dev), op=hvd.Sum, name="x")
+    assert y.is_cuda and torch.equal(y.cpu(), hvd.allreduce(x, op=hvd.Sum, name="x.host"))
+    z = x.to(dev)
+    hvd.allreduce_(z, op=hvd.Average, name="z")
+    assert torch.equal(z.cpu(), x)
+    group = [ints(17).to(dev), ints(4, 5).to(dev), ints(0).to(dev)]
+    out = hvd.grouped_allreduce(group, op=hvd.Sum, name="g")
+    for a, b in zip(out, group):
+        assert a.is_cuda and torch.equal(a, b)
+    # Work queued on the current stream before the post is waited for (its ready event).
+    w = torch.zeros(1 << 20, device=dev)
+    w.add_(3.0)
+    assert torch.equal(hvd.allreduce(w, op=hvd.Sum, name="w").cpu(),
+                       torch.full([1 << 20], 3.0))
+
+    # Sparse: dense and sparse results against the host path.
+    rows = torch.randperm(500, generator=gen)[:60]
+    vals = ints(60, 4)
+    sp = torch.sparse_coo_tensor(rows.view(1, -1), vals, (500, 4))
+    host = hvd.sparse_allreduce(sp, name="s.host", op=hvd.Sum).to_dense()
+    dense = hvd.sparse_allreduce(sp.to(dev), name="s.dense", op=hvd.Sum, dense=True)
+    assert dense.is_cuda and torch.equal(dense.cpu(), host)
+    sparse = hvd.sparse_allreduce(sp.to(dev), name="s.sparse", op=hvd.Sum)
+    assert sparse.is_cuda and torch.equal(sparse.to_dense().cpu(), host)
+
+    # Broadcast in place; allgather (through host memory for now).
+    b = ints(33).to(dev)
+    assert torch.equal(hvd.broadcast(b, 0, name="b"), b)
+    gathered = hvd.allgather(ints(3, 2).to(dev), name="ag")
+    assert gathered.is_cuda and gathered.shape == (3, 2)
+    hvd.shutdown()
+    print("zen.torch on CUDA tensors: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
