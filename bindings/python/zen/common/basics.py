@@ -10,6 +10,7 @@ import ctypes
 import json
 import os
 import threading
+import warnings
 
 # Reduce operations, numbered as Horovod's (horovod.common.basics); Zen reduces with Average
 # and Sum.
@@ -61,6 +62,16 @@ def lib():
 
 def last_error():
     return lib().zen_last_error().decode("utf-8", "replace")
+
+
+def check_init_args(who, comm=None, process_sets=None):
+    """Refuses what Horovod's init(comm, process_sets) takes and Zen has not; who: the
+    calling function ("zen.torch.init")."""
+    if comm is not None:
+        raise NotImplementedError("%s: comm is not supported; launch with zenrun or mpirun" %
+                                  who)
+    if process_sets:
+        raise NotImplementedError("zen has no process sets other than the global one")
 
 
 def init():
@@ -157,11 +168,15 @@ def stop_timeline():
         raise ValueError(last_error())
 
 
-def check_op(op, average=None, what="allreduce"):
-    """Horovod's op/average arguments as one of Average, Sum; raises for the others."""
+def check_op(op, average=None, what="allreduce", warn_average=False):
+    """Horovod's op/average arguments as one of Average, Sum; raises for the others.
+    warn_average: a DeprecationWarning when average is given (as horovod.torch)."""
     if op is not None and average is not None:
         raise ValueError("The op parameter supersedes average. Please provide only one of them.")
     if average is not None:
+        if warn_average:
+            warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
+                          DeprecationWarning)
         op = Average if average else Sum
     if op is None:
         op = Average

@@ -2,47 +2,23 @@
 
 import tensorflow as tf
 
+from zen.common.compression import Compressor, FP16CompressorBase, NoneCompressor
 
-class Compressor:
-    """Interface: compress a tensor before allreduce, decompress the result."""
-
-    @staticmethod
-    def compress(tensor):
-        """Returns (compressed tensor, context for decompress)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        """Returns the tensor in its original form."""
-        raise NotImplementedError
+__all__ = ["Compression", "Compressor", "FP16Compressor", "NoneCompressor"]
 
 
-class NoneCompressor(Compressor):
-    """No compression."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class FP16Compressor(Compressor):
+class FP16Compressor(FP16CompressorBase):
     """Floating-point tensors travel as float16 (half the bytes), integers unchanged."""
 
-    @staticmethod
-    def compress(tensor):
-        if tensor.dtype.is_floating:
-            return tf.cast(tensor, tf.float16), tensor.dtype
-        return tensor, tensor.dtype
+    float16 = tf.float16
 
     @staticmethod
-    def decompress(tensor, ctx):
-        if ctx is not None and ctx.is_floating and tensor.dtype != ctx:
-            return tf.cast(tensor, ctx)
-        return tensor
+    def is_floating(dtype):
+        return dtype.is_floating
+
+    @staticmethod
+    def cast(tensor, dtype):
+        return tf.cast(tensor, dtype)
 
 
 class Compression:

@@ -27,7 +27,8 @@ from zen.common.basics import (Adasum, Average, Max, Min, Product, Sum, backend,
 basics.lib()  # libzen.so first, RTLD_GLOBAL: the op library links against it
 _OPS_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_zen_tf_ops.so")
 if not os.path.exists(_OPS_PATH):
-    raise ImportError("zen.tensorflow: %s is missing; build it with tools/build-tf" % _OPS_PATH)
+    raise ImportError("zen.tensorflow: %s is missing; build it with tools/build-tf (in the "
+                      "checkout) or `pip install .` where TensorFlow imports" % _OPS_PATH)
 _ops = tf.load_op_library(_OPS_PATH)
 
 __all__ = ["Adasum", "Average", "Max", "Min", "Product", "Sum", "allgather", "allreduce",
@@ -39,11 +40,7 @@ __all__ = ["Adasum", "Average", "Max", "Min", "Product", "Sum", "allgather", "al
 def init(comm=None, process_sets=None):
     """Starts this rank's daemon from the environment (zenrun: TCP; mpirun: MPI; otherwise a
     job of one). Idempotent."""
-    if comm is not None:
-        raise NotImplementedError("zen.tensorflow.init: comm is not supported; launch with "
-                                  "zenrun or mpirun")
-    if process_sets:
-        raise NotImplementedError("zen has no process sets other than the global one")
+    basics.check_init_args("zen.tensorflow.init", comm, process_sets)
     basics.init()
 
 

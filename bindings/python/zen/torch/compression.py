@@ -2,49 +2,23 @@
 
 import torch
 
+from zen.common.compression import Compressor, FP16CompressorBase, NoneCompressor
 
-class Compressor:
-    """Interface: compress a tensor before allreduce, decompress the result."""
-
-    @staticmethod
-    def compress(tensor):
-        """Returns (compressed tensor, context for decompress)."""
-        raise NotImplementedError
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        """Returns the tensor in its original form."""
-        raise NotImplementedError
+__all__ = ["Compression", "Compressor", "FP16Compressor", "NoneCompressor"]
 
 
-class NoneCompressor(Compressor):
-    """No compression."""
-
-    @staticmethod
-    def compress(tensor):
-        return tensor, None
-
-    @staticmethod
-    def decompress(tensor, ctx):
-        return tensor
-
-
-class FP16Compressor(Compressor):
+class FP16Compressor(FP16CompressorBase):
     """Floating-point tensors travel as float16 (half the bytes), integers unchanged."""
 
-    @staticmethod
-    def compress(tensor):
-        compressed = tensor
-        if tensor.dtype.is_floating_point:
-            compressed = tensor.type(torch.float16)
-        return compressed, tensor.dtype
+    float16 = torch.float16
 
     @staticmethod
-    def decompress(tensor, ctx):
-        dtype = ctx
-        if dtype is not None and dtype.is_floating_point:
-            return tensor.type(dtype)
-        return tensor
+    def is_floating(dtype):
+        return dtype.is_floating_point
+
+    @staticmethod
+    def cast(tensor, dtype):
+        return tensor.type(dtype)
 
 
 class Compression:

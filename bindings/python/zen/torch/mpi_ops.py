@@ -9,15 +9,12 @@ order (as in Horovod).
 """
 
 import itertools
-import threading
-import warnings
 
 import torch
 
 from zen.common import basics as _basics
 # Reduce operations, numbered as Horovod's (horovod.common.basics), shared with zen.tensorflow.
 from zen.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
-from zen.common.basics import OP_NAMES as _OP_NAMES
 
 # libzen.so first, with global symbols: an MPI loaded by libzen must be visible to its own
 # plugins (as horovod.common.util does for its extension).
@@ -83,30 +80,11 @@ def _check_process_set(process_set):
 
 # ---- basics ----
 
-_atexit_registered = False
-_lock = threading.Lock()
-
-
 def init(comm=None, process_sets=None):
     """Starts this rank's daemon from the environment (zenrun: TCP; mpirun: MPI; otherwise a
-    job of one). Idempotent."""
-    global _atexit_registered
-    if comm is not None:
-        raise NotImplementedError("zen.torch.init: comm is not supported; launch with zenrun "
-                                  "or mpirun")
-    if process_sets:
-        raise NotImplementedError("zen has no process sets other than the global one")
-    _C.init()
-    with _lock:
-        if not _atexit_registered:
-            import atexit
-            atexit.register(_shutdown_at_exit)
-            _atexit_registered = True
-
-
-def _shutdown_at_exit():
-    if _C.is_initialized():
-        _C.shutdown()
+    job of one). Idempotent; registers a shutdown at exit (zen.common.basics.init)."""
+    _basics.check_init_args("zen.torch.init", comm, process_sets)
+    _basics.init()
 
 
 def shutdown():
@@ -267,18 +245,7 @@ def synchronize(handle):
 
 
 def _op_code(op, average, what="allreduce"):
-    if op is not None and average is not None:
-        raise ValueError("The op parameter supersedes average. Please provide only one of them.")
-    if average is not None:
-        warnings.warn("Parameter `average` has been replaced with `op` and will be removed",
-                      DeprecationWarning)
-        op = Average if average else Sum
-    if op is None:
-        op = Average
-    if op not in _OPS:
-        raise NotImplementedError("%s: zen supports op=Average and op=Sum, not %s" %
-                                  (what, _OP_NAMES.get(op, op)))
-    return op
+    return _basics.check_op(op, average, what, warn_average=True)
 
 
 def _name(kind, name):
