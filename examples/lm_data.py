@@ -2,7 +2,8 @@
 fortune cookies Debian's `fortunes` package ships (/usr/share/games/fortunes, about 1.3 MB;
 tools/setup installs it), tokenized into lower-case words and punctuation, and a
 frequency-sorted vocabulary (row 0 is the most frequent word, so the embedding's gradient
-rows are Zipf-skewed, as in real models). Standard library only."""
+rows are Zipf-skewed, as in real models), and the training windows over it. Standard library
+only."""
 
 import collections
 import os
@@ -44,3 +45,11 @@ def encode(tokens, vocab):
     """The ids of `tokens` (a list of ints), <unk> for words outside the vocabulary."""
     unk = vocab["<unk>"]
     return [vocab.get(t, unk) for t in tokens]
+
+
+def windows(streams, bptt):
+    """(input, target) pairs of bptt-token windows over the rows of streams (a batch x length
+    tensor, torch or TensorFlow; the target is the input shifted by one token), forever."""
+    while True:
+        for at in range(0, streams.shape[1] - 1 - bptt, bptt):
+            yield streams[:, at:at + bptt], streams[:, at + 1:at + 1 + bptt]

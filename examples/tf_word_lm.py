@@ -17,7 +17,6 @@ negotiation and queueing), the dense layers' time, and the bytes per step and pe
 stats).
 """
 
-import argparse
 import os
 import sys
 import time
@@ -31,9 +30,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bindings", "python"))
 sys.path.insert(0, HERE)
 
 import zen.tensorflow as hvd  # noqa: E402
-from lm_data import FORTUNES, build_vocab, encode, read_corpus  # noqa: E402
+from example_report import print_word_lm_table, word_lm_result, word_lm_setup  # noqa: E402
+from lm_data import encode, windows  # noqa: E402
 
-WAITING = ("NEGOTIATE", "QUEUE")  # time spent waiting for other ranks, not communicating
 # DistributedGradientTape names the gradients by their position: the embedding is first.
 EMB = "allreduce.DistributedGradientTape.0"
 
@@ -77,14 +76,7 @@ class WordLM(tf.Module):
 
 def batches(ids, batch, bptt):
     """(input, target) windows over `batch` parallel streams of this rank's text, forever."""
-    streams = tf.reshape(ids[:len(ids) // batch * batch], (batch, -1))
-    while True:
-        for at in range(0, streams.shape[1] - 1 - bptt, bptt):
-            yield streams[:, at:at + bptt], streams[:, at + 1:at + 1 + bptt]
-
-
-def comm_seconds(tensor_stats):
-    return sum(s for phase, s in tensor_stats["phase_seconds"].items() if phase not in WAITING)
+    return windows(tf.reshape(ids[:len(ids) // batch * batch], (batch, -1)), bptt)
 
 
 def train(scheme, args, ids, vocab_size):
@@ -131,17 +123,7 @@ def train(scheme, args, ids, vocab_size):
                   flush=True)
     elapsed = time.time() - start
     stats = hvd.stats()
-    emb = stats["tensors"][EMB]
-    dense = [t for name, t in stats["tensors"].items()
-             if name.startswith("allreduce.") and name not in (EMB, "allreduce.loss")]
-    result = {
-        "scheme": scheme, "loss": mean_loss, "seconds": elapsed,
-        "emb_ms": 1000 * comm_seconds(emb) / args.steps,
-        "emb_bytes": (emb["bytes_sent"] + emb["bytes_received"]) / args.steps,
-        "dense_ms": 1000 * sum(comm_seconds(t) for t in dense) / args.steps,
-        "dense_bytes": sum(t["bytes_sent"] + t["bytes_received"] for t in dense) / args.steps,
-        "rows": sum(rows) / len(rows),
-    }
+    result = word_lm_result(scheme, stats, EMB, args.steps, mean_loss, elapsed, rows)
     # Every rank's bytes (they differ: the busiest rank bounds the step).
     traffic = hvd.allgather(tf.constant([[float(stats["bytes_sent"]),
                                           float(stats["bytes_received"])]], tf.float64),
@@ -152,47 +134,12 @@ def train(scheme, args, ids, vocab_size):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--schemes", default="zen,hc,agsparse,blocks,dense",
-                        help="comma-separated ZEN_SCHEME values to compare")
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--vocab", type=int, default=10000)
-    parser.add_argument("--dim", type=int, default=64)
-    parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=8, help="streams per rank")
-    parser.add_argument("--bptt", type=int, default=20)
-    parser.add_argument("--lr", type=float, default=2.0)
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--print-every", type=int, default=10)
-    parser.add_argument("--corpus", default=FORTUNES)
-    args = parser.parse_args()
+    args, schemes, tokens, vocab = word_lm_setup(__doc__.split("\n\n")[0])
     tf.config.threading.set_intra_op_parallelism_threads(1)
-
-    schemes = args.schemes.split(",")
-    if len(schemes) > 1 and "OMPI_COMM_WORLD_RANK" in os.environ and "ZEN_RANK" not in os.environ:
-        parser.error("under MPI the daemon cannot start twice in one process (MPI_Init runs "
-                     "once): one scheme per launch (--schemes zen), or launch over TCP")
-    tokens = read_corpus(args.corpus)
-    vocab = build_vocab(tokens, args.vocab)
     ids = tf.constant(encode(tokens, vocab), dtype=tf.int32)
-    results = []
-    for scheme in schemes:
-        results.append(train(scheme, args, ids, len(vocab)))
-    if int(os.environ.get("ZEN_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))) != 0:
-        return 0
-    print("\n%d tokens, vocabulary %d (frequency-sorted), %d steps, %d ranks x %d x %d tokens"
-          % (len(tokens), len(vocab), args.steps, len(results[0]["per_rank"]), args.batch,
-             args.bptt))
-    print("%-9s %7s %9s %13s %13s %13s %13s  %s" %
-          ("scheme", "loss", "rows/step", "emb ms/step", "emb KB/step", "dense ms/step",
-           "dense KB/step", "bytes sent+received per rank (MB)"))
-    for r in results:
-        per_rank = " ".join("%.2f" % ((s + v) / 1e6) for s, v in r["per_rank"])
-        print("%-9s %7.3f %9.0f %13.3f %13.1f %13.3f %13.1f  %s" %
-              (r["scheme"], r["loss"], r["rows"], r["emb_ms"], r["emb_bytes"] / 1024,
-               r["dense_ms"], r["dense_bytes"] / 1024, per_rank))
-    return 0
+    results = [train(scheme, args, ids, len(vocab)) for scheme in schemes]
+    print_word_lm_table(results, args, tokens, vocab)  # on rank 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -44,10 +44,11 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bindings", "python"))
+sys.path.insert(0, HERE)
 
 import zen.torch as hvd  # noqa: E402
+from example_report import comm_seconds, is_rank0, scheme_list  # noqa: E402
 
-WAITING = ("NEGOTIATE", "QUEUE")  # time spent waiting for other ranks, not communicating
 SPARSE = ("allreduce.embedding.weight", "allreduce.first_order.weight")
 
 
@@ -156,10 +157,6 @@ class DeepFM(torch.nn.Module):
         second = 0.5 * (e.sum(dim=1).pow(2) - e.pow(2).sum(dim=1)).sum(dim=1)
         deep = self.mlp(e.flatten(1)).squeeze(1)
         return self.bias + first + second + deep
-
-
-def comm_seconds(tensor_stats):
-    return sum(s for phase, s in tensor_stats["phase_seconds"].items() if phase not in WAITING)
 
 
 def traffic(stats):
@@ -291,10 +288,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    schemes = args.schemes.split(",")
-    if len(schemes) > 1 and "OMPI_COMM_WORLD_RANK" in os.environ and "ZEN_RANK" not in os.environ:
-        parser.error("under MPI the daemon cannot start twice in one process (MPI_Init runs "
-                     "once): one scheme per launch (--schemes zen), or launch over TCP")
+    schemes = scheme_list(parser, args)
     cardinalities = [int(float(c)) for c in args.cardinalities.split(",")]
     samples = args.samples or args.steps * args.batch_size
     if samples < args.batch_size:
@@ -304,7 +298,7 @@ def main():
     results = []
     for scheme in schemes:
         results.append(train(scheme, args, data))
-    if int(os.environ.get("ZEN_RANK", os.environ.get("OMPI_COMM_WORLD_RANK", "0"))) != 0:
+    if not is_rank0():
         return 0
     _, test_y, test_p = data.test
     print("\n%d fields (%s ids, %d embedding rows), Zipf s=%.2f, click rate %.3f; %d steps x "
