@@ -8,45 +8,32 @@ Run by CTest as python_torch_deepfm, after the zen_torch fixture (tools/build-py
 
 import os
 import re
-import subprocess
 
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-ZENRUN = os.path.join(ROOT, "tools", "zenrun")
-PYTHON = "/usr/bin/python3"
+from rank_jobs import (ROOT, STALL, TORCH_PYTHON, assert_exited_cleanly, rank0_lines,
+                       require_zen_torch, steps, zenrun)
+
 SCHEMES = ["zen", "agsparse"]
 
-pytest.importorskip("torch")
-if not os.path.exists(os.path.join(ROOT, "bindings", "python", "zen", "lib", "libzen.so")):
-    pytest.skip("zen.torch is not built here: run tools/build-python", allow_module_level=True)
+require_zen_torch()
 
 NUM = r"([0-9.]+)"
-STEP = re.compile(r"^\[0\]<stdout>:\[(\w+)\] step +(\d+)  loss " + NUM)
-SUMMARY = re.compile(r"^\[0\]<stdout>:\[(\w+)\] \d+ steps in .*; test logloss %s -> %s, "
+SUMMARY = re.compile(r"^\[(\w+)\] \d+ steps in .*; test logloss %s -> %s, "
                      r"AUC %s -> %s$" % (NUM, NUM, NUM, NUM))
-DIGESTS = re.compile(r"^\[0\]<stdout>:\[(\w+)\] parameter sha256 per rank: ([0-9a-f ]+) \(")
+DIGESTS = re.compile(r"^\[(\w+)\] parameter sha256 per rank: ([0-9a-f ]+) \(")
 
 
 @pytest.fixture(scope="module")
 def job():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEN_", "ZENRUN_"))}
-    env.update({"ZEN_STALL_CHECK_TIME_SECONDS": "5", "ZEN_STALL_SHUTDOWN_TIME_SECONDS": "20",
-                "OMP_NUM_THREADS": "1", "PYTHONPATH": os.path.join(ROOT, "bindings", "python")})
-    proc = subprocess.run([ZENRUN, "-np", "2", PYTHON,
-                           os.path.join(ROOT, "examples", "torch_deepfm.py"),
-                           "--steps", "40", "--batch-size", "512", "--print-every", "10",
-                           "--cardinalities", "1000,10000,100000,1000000",
-                           "--test-samples", "4000", "--schemes", ",".join(SCHEMES)],
-                          capture_output=True, text=True, timeout=240, env=env, cwd=ROOT)
-    assert proc.returncode == 0, "zenrun exited %d\n%s\n%s" % (
-        proc.returncode, proc.stdout[-3000:], proc.stderr[-4000:])
-    steps, summary, digests = {}, {}, {}
-    for line in proc.stdout.splitlines():
-        m = STEP.match(line)
-        if m:
-            steps.setdefault(m.group(1), []).append((int(m.group(2)), float(m.group(3))))
+    proc = zenrun(2, TORCH_PYTHON, os.path.join(ROOT, "examples", "torch_deepfm.py"),
+                  ["--steps", "40", "--batch-size", "512", "--print-every", "10",
+                   "--cardinalities", "1000,10000,100000,1000000",
+                   "--test-samples", "4000", "--schemes", ",".join(SCHEMES)],
+                  extra_env=dict(STALL, OMP_NUM_THREADS="1"), cwd=ROOT)
+    assert_exited_cleanly(proc)
+    summary, digests = {}, {}
+    for line in rank0_lines(proc):
         m = SUMMARY.match(line)
         if m:
             summary[m.group(1)] = [float(m.group(i)) for i in range(2, 6)]
@@ -54,7 +41,7 @@ def job():
         if m:
             digests[m.group(1)] = m.group(2).split()
     assert sorted(summary) == sorted(SCHEMES) == sorted(digests), proc.stdout[-4000:]
-    return steps, summary, digests
+    return steps(proc), summary, digests
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

@@ -11,121 +11,37 @@ ranks' python (default .venv-tf/bin/python). A missing venv or op library fails,
 skipped: tools/test promises these tests ran.
 """
 
-import ast
-import json
-import os
-import re
-import subprocess
-
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-ZENRUN = os.path.join(ROOT, "tools", "zenrun")
-PYTHON = os.environ.get("ZENTEST_TF_PYTHON", os.path.join(ROOT, ".venv-tf", "bin", "python"))
-LINE = re.compile(r"^\[(\d+)\]<stdout>:ZENTEST (.*)$")
-SCHEMES = ["zen", "hc", "agsparse", "blocks", "dense"]
-SELECTED = set(filter(None, os.environ.get("ZENTEST_TF_JOBS", "np2,np4,train2,train4,single")
-                      .split(",")))
+from rank_jobs import (SCHEMES, TF_ENV, TF_PYTHON, check_job, check_names, check_test,
+                       exit_test, job_fixture, require_zen_tensorflow, run_single_process,
+                       selected_jobs)
 
-if not os.path.exists(PYTHON):
-    pytest.fail("no TensorFlow venv at %s: run tools/setup" % PYTHON, pytrace=False)
-if not os.path.exists(os.path.join(ROOT, "bindings", "python", "zen", "tensorflow",
-                                   "_zen_tf_ops.so")):
-    pytest.fail("zen.tensorflow is not built here: run tools/build-tf", pytrace=False)
+require_zen_tensorflow()
 
-
-def _check_names():
-    """The @check functions of tf_checks.py, in order (read without importing TensorFlow)."""
-    with open(os.path.join(HERE, "tf_checks.py")) as f:
-        tree = ast.parse(f.read())
-    return [node.name for node in tree.body if isinstance(node, ast.FunctionDef) and
-            any(getattr(d, "id", None) == "check" for d in node.decorator_list)]
-
-
-CHECK_NAMES = _check_names()
+SELECTED = selected_jobs("ZENTEST_TF_JOBS", "np2,np4,train2,train4,single")
+CHECK_NAMES = check_names("tf_checks.py")
 TRAIN_CHECKS = ["%s.%s" % (kind, s) for s in SCHEMES for kind in ("tape", "keras")] + \
     ["tape.zen.sparse_as_dense", "tape.zen.fp16"]
 
 
-def environment():
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEN_", "ZENRUN_"))}
-    env.update({"ZEN_STALL_CHECK_TIME_SECONDS": "5", "ZEN_STALL_SHUTDOWN_TIME_SECONDS": "20",
-                "ZEN_TIMEOUT": "30", "ZEN_THREADS": "1", "OMP_NUM_THREADS": "1",
-                "TF_NUM_INTEROP_THREADS": "2", "TF_NUM_INTRAOP_THREADS": "1",
-                "TF_CPP_MIN_LOG_LEVEL": "2", "TF_ENABLE_ONEDNN_OPTS": "0",
-                "PYTHONPATH": os.path.join(ROOT, "bindings", "python")})
-    return env
+def tf_job(key, np, script, args):
+    return job_fixture(SELECTED, "ZENTEST_TF_JOBS", key,
+                       lambda tmp_path: check_job(np, TF_PYTHON, script, args, extra_env=TF_ENV))
 
 
-def run_job(np, script, args, timeout=240):
-    """{check: {rank: report}} of one zenrun job, and the finished process."""
-    cmd = [ZENRUN, "-np", str(np), PYTHON, os.path.join(HERE, script)] + args
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                          env=environment(), cwd=HERE)
-    reports = {}
-    for line in proc.stdout.splitlines():
-        m = LINE.match(line)
-        if m:
-            report = json.loads(m.group(2))
-            reports.setdefault(report["check"], {})[int(m.group(1))] = report
-    return reports, proc
-
-
-def assert_check(job, name, np):
-    reports, proc = job
-    got = reports.get(name, {})
-    failures = {r: rep["error"] for r, rep in got.items() if not rep["ok"]}
-    assert not failures, "check %s failed:\n%s" % (
-        name, "\n".join("rank %d:\n%s" % (r, e) for r, e in sorted(failures.items())))
-    assert sorted(got) == list(range(np)), (
-        "check %s reported by ranks %s of %d; zenrun exited %d\nstdout:\n%s\nstderr:\n%s" %
-        (name, sorted(got), np, proc.returncode, proc.stdout[-4000:], proc.stderr[-4000:]))
-
-
-def job_fixture(key, np, script, args):
-    @pytest.fixture(scope="module")
-    def fixture():
-        if key not in SELECTED:
-            pytest.skip("job %s not selected (ZENTEST_TF_JOBS)" % key)
-        return run_job(np, script, args)
-    return fixture
-
-
-job_np2 = job_fixture("np2", 2, "tf_checks.py", [])
-job_np4 = job_fixture("np4", 4, "tf_checks.py", [])
-job_train2 = job_fixture("train2", 2, "tf_train.py", SCHEMES)
-job_train4 = job_fixture("train4", 4, "tf_train.py", SCHEMES)
+job_np2 = tf_job("np2", 2, "tf_checks.py", [])
+job_np4 = tf_job("np4", 4, "tf_checks.py", [])
+job_train2 = tf_job("train2", 2, "tf_train.py", SCHEMES)
+job_train4 = tf_job("train4", 4, "tf_train.py", SCHEMES)
 JOBS = {"np2": "job_np2", "np4": "job_np4", "train2": "job_train2", "train4": "job_train4"}
 
 
-@pytest.mark.parametrize("check", CHECK_NAMES)
-def test_two_ranks_tcp(job_np2, check):
-    assert_check(job_np2, check, 2)
-
-
-@pytest.mark.parametrize("check", CHECK_NAMES)
-def test_four_ranks_tcp(job_np4, check):
-    assert_check(job_np4, check, 4)
-
-
-@pytest.mark.parametrize("check", TRAIN_CHECKS)
-def test_training_matches_one_process_two_ranks(job_train2, check):
-    assert_check(job_train2, check, 2)
-
-
-@pytest.mark.parametrize("check", TRAIN_CHECKS)
-def test_training_matches_one_process_four_ranks(job_train4, check):
-    assert_check(job_train4, check, 4)
-
-
-def test_jobs_exit_cleanly(request):
-    """Every selected job ended with exit code 0 (a rank that crashed after its last report,
-    say in shutdown, fails here)."""
-    for key in sorted(SELECTED & set(JOBS)):
-        _, proc = request.getfixturevalue(JOBS[key])
-        assert proc.returncode == 0, "%s: zenrun exited %d\n%s" % (key, proc.returncode,
-                                                                   proc.stderr[-4000:])
+test_two_ranks_tcp = check_test("job_np2", 2, CHECK_NAMES)
+test_four_ranks_tcp = check_test("job_np4", 4, CHECK_NAMES)
+test_training_matches_one_process_two_ranks = check_test("job_train2", 2, TRAIN_CHECKS)
+test_training_matches_one_process_four_ranks = check_test("job_train4", 4, TRAIN_CHECKS)
+test_jobs_exit_cleanly = exit_test(JOBS, SELECTED)
 
 
 def test_single_process_without_launcher():
@@ -133,8 +49,7 @@ def test_single_process_without_launcher():
     `import zen` loads neither TensorFlow nor torch."""
     if "single" not in SELECTED:
         pytest.skip("job single not selected (ZENTEST_TF_JOBS)")
-    env = {k: v for k, v in environment().items() if not k.startswith(("ZEN_", "OMPI_", "PMI_"))}
-    code = (
+    run_single_process(TF_PYTHON, (
         "import sys, zen\n"
         "assert 'tensorflow' not in sys.modules and 'torch' not in sys.modules\n"
         "import tensorflow as tf, zen.tensorflow as hvd\n"
@@ -146,7 +61,5 @@ def test_single_process_without_launcher():
         "assert out.indices.numpy().tolist() == [1] and out.values.numpy().tolist() == "
         "[[2.0] * 3]\n"
         "assert int(hvd.join()) == 0\n"
-        "hvd.shutdown(); print('ok')\n")
-    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=120,
-                          env=env)
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-4000:]
+        "hvd.shutdown(); print('ok')\n"), extra_env=dict(TF_ENV, OMP_NUM_THREADS="1"),
+        drop=("ZEN_", "ZENRUN_", "OMPI_", "PMI_"))

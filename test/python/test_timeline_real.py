@@ -8,25 +8,18 @@ import json
 import os
 import subprocess
 
-import pytest
+from rank_jobs import HERE, ROOT, TORCH_PYTHON as PYTHON, zenrun
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-ZENRUN = os.path.join(ROOT, "tools", "zenrun")
 TIMELINE = os.path.join(ROOT, "tools", "zen-timeline")
-PYTHON = "/usr/bin/python3"
 
 
 def test_real_timeline_summarize_and_plot(tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ZEN_", "ZENRUN_"))}
-    env.update({"ZEN_TIMEOUT": "30", "ZEN_THREADS": "1", "OMP_NUM_THREADS": "1",
-                "ZEN_STALL_SHUTDOWN_TIME_SECONDS": "20",
-                "PYTHONPATH": os.path.join(ROOT, "bindings", "python")})
     trace = tmp_path / "run.json"
-    proc = subprocess.run(
-        [ZENRUN, "-np", "2", "--timeline-filename", str(trace), "--scheme", "zen",
-         "--cycle-time-ms", "2", PYTHON, os.path.join(HERE, "timeline_job.py")],
-        capture_output=True, text=True, timeout=240, env=env)
+    proc = zenrun(2, PYTHON, os.path.join(HERE, "timeline_job.py"),
+                  flags=["--timeline-filename", str(trace), "--scheme", "zen",
+                         "--cycle-time-ms", "2"],
+                  extra_env={"ZEN_TIMEOUT": "30", "ZEN_THREADS": "1", "OMP_NUM_THREADS": "1",
+                             "ZEN_STALL_SHUTDOWN_TIME_SECONDS": "20"})
     assert proc.returncode == 0, proc.stdout + proc.stderr
     stats = {}
     for line in proc.stdout.splitlines():

@@ -13,7 +13,6 @@ import json
 import os
 import sys
 import time
-import traceback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
@@ -24,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 
 import zen.tensorflow as hvd  # noqa: E402
+from rank_report import expect_raises, run_checks  # noqa: E402
 
 CHECKS = []
 DTYPES = [tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32, tf.int64]
@@ -43,16 +43,6 @@ def small_ints(shape, dtype, seed=1234, lo=-8, hi=8):
 def equal(a, b):
     a, b = tf.convert_to_tensor(a), tf.convert_to_tensor(b)
     return a.dtype == b.dtype and a.shape == b.shape and bool(tf.reduce_all(a == b))
-
-
-def expect_raises(exc, fn, contains=None):
-    try:
-        fn()
-    except exc as e:
-        if contains is not None:
-            assert contains in str(e), "%r not in %r" % (contains, str(e))
-        return e
-    raise AssertionError("%s was not raised" % exc.__name__)
 
 
 # ---- basics ----
@@ -374,20 +364,5 @@ def join_and_barrier():
     hvd.barrier()
 
 
-def main(names):
-    hvd.init()
-    selected = [fn for fn in CHECKS if not names or fn.__name__ in names]
-    for fn in selected:
-        result = {"check": fn.__name__, "ok": True, "error": None}
-        try:
-            fn()
-        except Exception:  # noqa: BLE001 - reported to the test
-            result = {"check": fn.__name__, "ok": False, "error": traceback.format_exc()}
-        print("ZENTEST " + json.dumps(result), flush=True)
-        hvd.barrier()
-    hvd.shutdown()
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:], hvd.barrier))

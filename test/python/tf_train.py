@@ -13,10 +13,8 @@ Keras model with DistributedOptimizer ("keras"). Every rank also trains the refe
 Prints `ZENTEST {"check": "<tape|keras>.<scheme>[.variant]", "ok": ..., "error": ...}`.
 """
 
-import json
 import os
 import sys
-import traceback
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
@@ -28,6 +26,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 
 import zen.tensorflow as hvd  # noqa: E402
+from rank_report import train_schemes  # noqa: E402
 
 VOCAB, DIM, CLASSES = 64, 8, 4
 GLOBAL_BATCH, LENGTH, STEPS, LR = 8, 6, 4, 0.5
@@ -131,41 +130,29 @@ def compare(got, want, tol=2e-5):
         assert diff < tol, "%s differs from the one-process reference by %g" % (name, diff)
 
 
-def run_scheme(scheme, want):
-    os.environ["ZEN_SCHEME"] = scheme
-    hvd.init()
-    try:
-        variants = [("tape.%s" % scheme, lambda: compare(train_tape(), want)),
-                    ("keras.%s" % scheme, lambda: compare(train_keras(), want))]
-        if scheme == "zen":
-            variants += [
-                ("tape.zen.sparse_as_dense",
-                 lambda: compare(train_tape(sparse_as_dense=True), want)),
-                ("tape.zen.fp16",
-                 lambda: compare(train_tape(compression=hvd.Compression.fp16), want, 1e-2))]
-        for label, fn in variants:
-            result = {"check": label, "ok": True, "error": None}
-            try:
-                before = hvd.stats()["buckets_by_scheme"].get(scheme, 0)
-                fn()
-                used = hvd.stats()["buckets_by_scheme"]
-                if hvd.size() > 1 and "sparse_as_dense" not in label:
-                    assert used.get(scheme, 0) - before >= STEPS, \
-                        "scheme %s not used: %s" % (scheme, used)
-            except Exception:  # noqa: BLE001 - reported to the test
-                result = {"check": label, "ok": False, "error": traceback.format_exc()}
-            print("ZENTEST " + json.dumps(result), flush=True)
-            hvd.barrier()
-    finally:
-        hvd.shutdown()
-
-
-def main(schemes):
-    want = reference()
-    for scheme in schemes:
-        run_scheme(scheme, want)
-    return 0
+def variants(scheme, want):
+    """This scheme's checks (rank_report.train_schemes): the tape and Keras trainings, and
+    for zen sparse_as_dense and fp16 compression; each matches the one-process reference
+    and, but with sparse_as_dense, ran its allreduces through the scheme."""
+    def variant(label, fn):
+        def run():
+            before = hvd.stats()["buckets_by_scheme"].get(scheme, 0)
+            fn()
+            used = hvd.stats()["buckets_by_scheme"]
+            if hvd.size() > 1 and "sparse_as_dense" not in label:
+                assert used.get(scheme, 0) - before >= STEPS, \
+                    "scheme %s not used: %s" % (scheme, used)
+        return label, run
+    out = [variant("tape.%s" % scheme, lambda: compare(train_tape(), want)),
+           variant("keras.%s" % scheme, lambda: compare(train_keras(), want))]
+    if scheme == "zen":
+        out += [
+            variant("tape.zen.sparse_as_dense",
+                    lambda: compare(train_tape(sparse_as_dense=True), want)),
+            variant("tape.zen.fp16",
+                    lambda: compare(train_tape(compression=hvd.Compression.fp16), want, 1e-2))]
+    return out
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(train_schemes(hvd, sys.argv[1:], reference, variants))

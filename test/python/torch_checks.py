@@ -15,7 +15,6 @@ import json
 import os
 import sys
 import tempfile
-import traceback
 import warnings
 
 import torch
@@ -25,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 
 import zen.torch as hvd  # noqa: E402
+from rank_report import expect_raises, run_checks  # noqa: E402
 
 CHECKS = []
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,
@@ -39,16 +39,6 @@ def check(fn):
 def small_ints(shape, dtype, seed=1234, lo=-8, hi=8):
     g = torch.Generator().manual_seed(seed)
     return torch.randint(lo, hi + 1, shape, generator=g).to(dtype)
-
-
-def expect_raises(exc, fn, contains=None):
-    try:
-        fn()
-    except exc as e:
-        if contains is not None:
-            assert contains in str(e), "%r not in %r" % (contains, str(e))
-        return e
-    raise AssertionError("%s was not raised" % exc.__name__)
 
 
 def launcher_rank_size():
@@ -645,24 +635,13 @@ def reinit():
                        torch.full([2], float(size)))
 
 
-def main(names):
-    selected = [c for c in CHECKS if not names or c.__name__ in names]
-    hvd.init()
-    for fn in selected:
-        result = {"check": fn.__name__, "ok": True, "error": None}
+def barrier_if_running():
+    if hvd.is_initialized():
         try:
-            fn()
-        except Exception:  # noqa: BLE001 - reported to the test
-            result = {"check": fn.__name__, "ok": False, "error": traceback.format_exc()}
-        print("ZENTEST " + json.dumps(result), flush=True)
-        if hvd.is_initialized():
-            try:
-                hvd.barrier()
-            except Exception:  # noqa: BLE001 - a stopped daemon: later checks report it
-                pass
-    hvd.shutdown()
-    return 0
+            hvd.barrier()
+        except Exception:  # noqa: BLE001 - a stopped daemon: later checks report it
+            pass
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:], barrier_if_running))

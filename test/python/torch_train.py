@@ -11,10 +11,8 @@ whole global batches, one process) and compares the parameters. Prints one line 
 variant: `ZENTEST {"check": "train.<scheme>.<variant>", "ok": ..., "error": ...}`.
 """
 
-import json
 import os
 import sys
-import traceback
 
 import torch
 
@@ -23,6 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 
 import zen.torch as hvd  # noqa: E402
+from rank_report import train_schemes  # noqa: E402
 
 VOCAB, DIM, CLASSES = 64, 8, 4
 GLOBAL_BATCH, LENGTH, STEPS, LR = 8, 6, 4, 0.5
@@ -90,34 +89,21 @@ def compare(got, want):
         assert diff < 2e-5, "%s differs from the one-process reference by %g" % (name, diff)
 
 
-def run_scheme(scheme, want):
-    os.environ["ZEN_SCHEME"] = scheme
-    hvd.init()
-    try:
-        variants = [("sparse", {})]
-        if scheme == "zen":
-            variants += [("passes2", {"passes": 2}), ("sparse_as_dense", {"sparse_as_dense": True})]
-        for label, kwargs in variants:
-            result = {"check": "train.%s.%s" % (scheme, label), "ok": True, "error": None}
-            try:
-                compare(distributed(**kwargs), want)
-                if label == "sparse" and hvd.size() > 1:
-                    used = hvd.stats()["buckets_by_scheme"]
-                    assert used.get(scheme, 0) >= STEPS, "scheme %s not used: %s" % (scheme, used)
-            except Exception:  # noqa: BLE001 - reported to the test
-                result = {"check": result["check"], "ok": False, "error": traceback.format_exc()}
-            print("ZENTEST " + json.dumps(result), flush=True)
-            hvd.barrier()
-    finally:
-        hvd.shutdown()
-
-
-def main(schemes):
-    want = reference()
-    for scheme in schemes:
-        run_scheme(scheme, want)
-    return 0
+def variants(scheme, want):
+    """This scheme's checks (rank_report.train_schemes): sparse gradients, and for zen two
+    passes per step and sparse_as_dense; each matches the one-process reference."""
+    def variant(label, **kwargs):
+        def run():
+            compare(distributed(**kwargs), want)
+            if label == "sparse" and hvd.size() > 1:
+                used = hvd.stats()["buckets_by_scheme"]
+                assert used.get(scheme, 0) >= STEPS, "scheme %s not used: %s" % (scheme, used)
+        return "train.%s.%s" % (scheme, label), run
+    out = [variant("sparse")]
+    if scheme == "zen":
+        out += [variant("passes2", passes=2), variant("sparse_as_dense", sparse_as_dense=True)]
+    return out
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(train_schemes(hvd, sys.argv[1:], reference, variants))
