@@ -418,8 +418,9 @@ int zen_allgather_result(zen_handle_t handle, zen_gathered_t* result) {
                : fail(r.status());
   }
   const zen::OpResult& o = *r.value();
-  result->data = o.gathered.data();
-  result->bytes = o.gathered.size();
+  const bool onDevice = o.gatheredDevice.kind == zen::Device::Kind::kCuda;
+  result->data = onDevice ? o.gatheredOnDevice.get() : o.gathered.data();
+  result->bytes = onDevice ? o.gatheredDeviceBytes : o.gathered.size();
   result->ndims = o.gatheredShape.rank();
   result->shape = o.gatheredShape.dims().data();
   return ZEN_OK;
@@ -430,6 +431,8 @@ int zen_join_result(zen_handle_t handle, int32_t* last_joined_rank) {
   auto r = api().result(handle);
   if (!r.isOk()) {
     return r.status().code() == zen::StatusCode::kInvalidArgument
+  result->device_type = onDevice ? ZEN_DEVICE_CUDA : ZEN_DEVICE_CPU;
+  result->device_index = onDevice ? o.gatheredDevice.index : 0;
                ? zen::bindings::failUnknown(r.status())
                : fail(r.status());
   }

@@ -30,8 +30,9 @@
  * cudaStream_t, say the framework's current stream; the daemon records an event there during
  * the enqueue call), else at once. When the operation completes, the outputs are written
  * (zen_wait returns after the device finished). A build without CUDA refuses them
- * (ZEN_INVALID_ARGUMENT, "built without CUDA"). The sparse result (zen_sparse_result) and the
- * gathered tensor are in host memory.
+ * (ZEN_INVALID_ARGUMENT, "built without CUDA"). The sparse result (zen_sparse_result) is in
+ * host memory; the gathered tensor of CUDA inputs stays on their device (zen_gathered_t's
+ * device_type and device_index; the daemon's cudaMalloc'd memory, freed by zen_release).
  *
  * Threads: any thread may call any function. Completions run on the background thread (for
  * GPU tensors: the daemon's finalizer thread), after the outputs are readable, possibly
@@ -254,6 +255,8 @@ ZEN_C_EXPORT int zen_join_result(zen_handle_t handle, int32_t* last_joined_rank)
 typedef struct zen_stats {
   uint64_t cycles;
   uint64_t fast_path_cycles;
+  int32_t device_type;  /* where data is: ZEN_DEVICE_CPU, or ZEN_DEVICE_CUDA for CUDA inputs */
+  int32_t device_index;
   uint64_t slow_path_cycles;
   uint64_t cache_hits;
   uint64_t buckets_executed;

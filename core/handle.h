@@ -20,7 +20,13 @@ struct OpResult {
   SparseTensor sparse;              // sparse allreduce without a dense output: coalesced rows
   std::vector<std::byte> gathered;  // allgather: every rank's rows, rank order
   TensorShape gatheredShape;        // allgather: [total rows, ...]
-  int32_t lastJoinedRank = -1;      // join: the rank whose join completed the set
+  // allgather of device tensors: the rows stay on gatheredDevice, in memory the executor
+  // allocated (cuda/cuda_executor.h: cudaMalloc) and this pointer owns (freed with the
+  // handle's state); `gathered` is then empty. Null for host tensors and for 0 bytes.
+  std::shared_ptr<void> gatheredOnDevice;
+  size_t gatheredDeviceBytes = 0;
+  Device gatheredDevice;        // host (the default) unless gatheredOnDevice was set
+  int32_t lastJoinedRank = -1;  // join: the rank whose join completed the set
 };
 
 // Runs on the background thread when the operation ends, before waiters wake up; the result

@@ -1,6 +1,7 @@
 // The CUDA executor (cuda/cuda_executor.h). Bytes on the wire per rank are the collective's:
-// NCCL's ring allreduce 2(n-1)/n of the bucket, the broadcast root's n-1 copies, the sparse
-// scheme's (cuda/gpu_sparse_allreduce.h), all read from NcclComm::counters().
+// NCCL's ring allreduce 2(n-1)/n of the bucket, the broadcast root's n-1 copies, the
+// allgatherv's n-1 copies of this rank's rows, the sparse scheme's
+// (cuda/gpu_sparse_allreduce.h), all read from NcclComm::counters().
 #include "cuda/cuda_executor.h"
 
 #include <cuda_runtime.h>
@@ -14,6 +15,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_bucket.h"
 #include "cuda/device_buffer.h"
+#include "cuda/event_pool.h"
 #include "cuda/finalizer.h"
 #include "ops/cpu_sparse_bucket.h"
 
@@ -78,7 +80,17 @@ CudaExecutorOptions CudaExecutorOptions::fromConfig(const Config& config) {
 
 struct CudaExecutor::Impl {
   Impl(ops::Transport& t, CudaExecutorOptions o)
-      : bootstrap(t), options(o), finalizer(o.timeoutSeconds) {}
+      : bootstrap(t),
+        options(o),
+        events(
+            []() -> Result<void*> {
+              cudaEvent_t e = nullptr;
+              const cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+              if (err != cudaSuccess) return cudaError(err, "creating a completion event");
+              return static_cast<void*>(e);
+            },
+            [](void* e) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); }),
+        finalizer(o.timeoutSeconds) {}
   ~Impl() {
     finalizer.drain();
     if (stream != nullptr) {
@@ -96,6 +108,7 @@ struct CudaExecutor::Impl {
   // Each runs one bucket on the stream; *async: the work is still queued when it returns.
   Status allreduce(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
   Status broadcast(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
+  Status allgather(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
   Status sparse(const Response& r,
                 const std::vector<TensorEntry*>& e,
                 BucketReport* report,
@@ -108,11 +121,13 @@ struct CudaExecutor::Impl {
   DeviceBuffer fusion;         // dense buckets; a fused sparse bucket's dense result
   DeviceBuffer sparseIndices;  // a fused sparse bucket's input
   DeviceBuffer sparseValues;
+  DeviceBuffer gatherBuffer;  // an allgather bucket: every rank's segment (device_bucket.h)
 #ifdef ZEN_HAVE_NCCL
   std::unique_ptr<NcclComm> comm;
   GpuSparseAllreduceWorkspace workspace;
   GpuSparseAllreduceResult sparseResult;
 #endif
+  EventPool events;     // completion events; outlives the finalizer's callbacks
   Finalizer finalizer;  // last: destroyed (drained) first
 };
 
@@ -188,6 +203,46 @@ Status CudaExecutor::Impl::broadcast(const Response& r,
     data = fusion.data();
   }
   ZEN_RETURN_IF_ERROR(comm->broadcast(data, bytes, r.rootRank, stream));
+  *async = true;
+  return Status::ok();
+}
+
+Status CudaExecutor::Impl::allgather(const Response& r,
+                                     const std::vector<TensorEntry*>& entries,
+                                     bool* async) {
+  const int n = comm->size();
+  const int me = comm->rank();
+  ZEN_ASSIGN_OR_RETURN(const GatherPlan plan, planGather(r, n));
+  const std::vector<size_t>& at = plan.segmentOffset;
+  ZEN_RETURN_IF_ERROR(gatherBuffer.reserve(std::max<size_t>(at.back(), 1)));
+  auto* recv = gatherBuffer.as<std::byte>();
+  // This rank's rows straight into its own segment, which is also what it sends.
+  ZEN_RETURN_IF_ERROR(batchedCopy(gatherInCopies(plan, r, entries, me, recv), stream));
+  std::vector<DeviceMutableBytes> recvs(static_cast<size_t>(n));
+  for (size_t p = 0; p < recvs.size(); ++p) recvs[p] = {recv + at[p], at[p + 1] - at[p]};
+  const size_t mine = at[me + 1] - at[me];
+  ZEN_RETURN_IF_ERROR(comm->allgatherv(recv + at[me], mine, recvs, stream));
+  // Each result in device memory its handle owns (OpResult::gatheredOnDevice).
+  std::vector<void*> outputs(entries.size(), nullptr);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i] == nullptr) continue;
+    OpResult& out = entries[i]->handle->result();
+    out.gatheredShape = r.shapes[i];
+    out.gathered.clear();
+    out.gatheredDevice = Device::cuda(device);
+    out.gatheredDeviceBytes = plan.outputBytes[i];
+    out.gatheredOnDevice.reset();
+    if (plan.outputBytes[i] == 0) continue;
+    void* memory = nullptr;
+    ZEN_CHECK_CUDA(cudaMalloc(&memory, plan.outputBytes[i]));
+    // cudaFree waits for the device, so a release never races the copies below.
+    out.gatheredOnDevice = std::shared_ptr<void>(memory, [dev = device](void* m) {
+      DeviceGuard guard(dev);
+      (void)cudaFree(m);
+    });
+    outputs[i] = memory;
+  }
+  ZEN_RETURN_IF_ERROR(batchedCopy(gatherOutCopies(plan, r, recv, outputs), stream));
   *async = true;
   return Status::ok();
 }
@@ -334,12 +389,6 @@ Status CudaExecutor::accept(TensorEntry& entry) {
                 "tensor '{}' is on {}, but this process sees {} CUDA device(s){}", name,
                 device.toString(), err == cudaSuccess ? count : 0,
                 err == cudaSuccess ? "" : fmt::format(" ({})", cudaGetErrorString(err)));
-  if (entry.request.op == OpType::kAllgather) {
-    return ZEN_ERROR(StatusCode::kUnimplemented,
-                     "allgather of CUDA tensors is not supported yet ('{}' is on {}); gather a "
-                     "host copy",
-                     name, device.toString());
-  }
   if (entry.ready.event != nullptr || entry.ready.stream == nullptr) return Status::ok();
   // The framework gave its stream: an event there marks the inputs' readiness.
   DeviceGuard guard(device.index);
@@ -395,6 +444,10 @@ void CudaExecutor::submit(const Response& response,
       case ResponseType::kSparseAllreduce:
         s = m.sparse(response, entries, &report, &async);
         break;
+      case ResponseType::kAllgather:
+        report.scheme = "nccl-allgatherv";
+        s = m.allgather(response, entries, &async);
+        break;
       default:
         return ZEN_ERROR(StatusCode::kUnimplemented, "{} of CUDA tensors is not supported yet",
                          responseTypeName(response.type));
@@ -412,12 +465,18 @@ void CudaExecutor::submit(const Response& response,
   }
   cudaEvent_t event = nullptr;
   if (status.isOk() && async) {
-    cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
-    if (err == cudaSuccess) err = cudaEventRecord(event, m.stream);
-    if (err != cudaSuccess) {
-      status = cudaError(err, bucketWhat(response) + ": recording its completion event");
-      if (event != nullptr) (void)cudaEventDestroy(event);
-      event = nullptr;
+    Result<void*> pooled = m.events.acquire();
+    if (!pooled.isOk()) {
+      status =
+          Status(pooled.status().code(), bucketWhat(response) + ": " + pooled.status().message());
+    } else {
+      event = static_cast<cudaEvent_t>(pooled.value());
+      const cudaError_t err = cudaEventRecord(event, m.stream);
+      if (err != cudaSuccess) {
+        status = cudaError(err, bucketWhat(response) + ": recording its completion event");
+        m.events.release(event, false);
+        event = nullptr;
+      }
     }
   }
   if (event == nullptr) {
@@ -439,7 +498,8 @@ void CudaExecutor::submit(const Response& response,
         return Finalizer::State::kFailed;
       },
       [event, done, start, report = std::move(report), impl = &m](const Status& s) mutable {
-        (void)cudaEventDestroy(event);
+        // Fired: back to the pool. Timed out (maybe still pending) or failed: destroyed.
+        impl->events.release(event, s.isOk());
 #ifdef ZEN_HAVE_NCCL
         // A hung collective (timeout) or a dead device: the loop thread aborts the
         // communicator at its next NCCL call or wait (NcclComm::requestAbort).

@@ -12,12 +12,18 @@
 //   cuda/batched_copy.h), runs NcclComm::allreduce and copies out; broadcast runs in place;
 //   sparse allreduce runs the GPU schemes (cuda/gpu_sparse_allreduce.h: it synchronizes the
 //   stream itself, so the bucket's status is known when it returns; a fused bucket's dense
-//   result is copied out on the stream, a sparse result goes to the host handle, OpResult).
+//   result is copied out on the stream, a sparse result goes to the host handle, OpResult);
+//   allgather packs every tensor's rows into this rank's segment of one device buffer, runs
+//   NcclComm::allgatherv (first dimensions may differ per rank) and copies each tensor's
+//   result into device memory the executor allocates (cudaMalloc) and the handle owns
+//   (OpResult::gatheredOnDevice, freed with the handle).
 // - The loop does not wait for the device: an event recorded after the bucket's work goes to
 //   the finalizer thread (cuda/finalizer.h), which completes the bucket (Executor::submit's
-//   done) once the event has completed, or with the device's error, or kTimeout.
-// - Not yet on the GPU: allgather (refused at enqueue), buckets mixing dense and sparse
-//   outputs. Without NCCL (ZEN_HAVE_NCCL undefined) every device tensor is refused.
+//   done) once the event has completed, or with the device's error, or kTimeout. The events
+//   come from a pool (cuda/event_pool.h): a fired one is reused, a timed-out or failed one
+//   destroyed.
+// - Not yet on the GPU: buckets mixing dense and sparse outputs. Without NCCL
+//   (ZEN_HAVE_NCCL undefined) every device tensor is refused.
 // CUDA and NCCL types stay in cuda_executor.cc.
 #include <memory>
 

@@ -3,12 +3,14 @@
 // The CUDA executor's decisions about one bucket, in plain C++ (no CUDA headers) so that
 // test/cuda_host checks them on any machine: which executor runs a response, where each
 // tensor of a dense bucket sits in the device fusion buffer, how the copies into and out of
-// it are batched into kernel launches, and how a sparse bucket's result reaches its outputs.
+// it are batched into kernel launches, how a sparse bucket's result reaches its outputs, and
+// where an allgather bucket's rows go.
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
 #include "core/message.h"
+#include "core/status.h"
 #include "core/tensor_queue.h"
 
 namespace zen::cuda {
@@ -72,5 +74,32 @@ struct SparseFusionPlan {
 };
 SparseFusionPlan planSparseFusion(const Response& response,
                                   const std::vector<TensorEntry*>& entries);
+
+// An allgather bucket on the device (response.gatherRows[i * ranks + p]: tensor i's rows on
+// rank p, 0 for a joined rank). One receive buffer holds rank p's segment at
+// segmentOffset[p]: its rows of every tensor back to back in tensor order (the CPU executor's
+// fusion layout, so the bytes on the wire are the same). This rank copies its inputs straight
+// into its own segment, which is then what it sends (NcclComm::allgatherv's aliased send).
+// Tensor i's result, every rank's rows in rank order, is outputBytes[i] bytes.
+struct GatherPlan {
+  std::vector<size_t> rowBytes;       // per tensor: bytes of one first-dimension row
+  std::vector<size_t> outputBytes;    // per tensor: the gathered tensor
+  std::vector<size_t> segmentOffset;  // per rank, plus the end: the buffer's size last
+};
+// kInvalidArgument when gatherRows does not have tensors x ranks entries, a count is negative,
+// or a tensor's gathered shape disagrees with the sum of its rows.
+Result<GatherPlan> planGather(const Response& response, int ranks);
+// Copies of this rank's inputs into its segment of `recv` (present tensors with rows).
+std::vector<CopyJob> gatherInCopies(const GatherPlan& plan,
+                                    const Response& response,
+                                    const std::vector<TensorEntry*>& entries,
+                                    int rank,
+                                    void* recv);
+// Copies out of `recv` into outputs[i] (tensor i's result; null: not wanted, e.g. joined),
+// one per (tensor, rank) with rows, rank order within a tensor.
+std::vector<CopyJob> gatherOutCopies(const GatherPlan& plan,
+                                     const Response& response,
+                                     const void* recv,
+                                     const std::vector<void*>& outputs);
 
 }  // namespace zen::cuda

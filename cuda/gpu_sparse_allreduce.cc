@@ -16,7 +16,7 @@
 namespace zen::cuda {
 
 size_t GpuSparseAllreduceWorkspace::State::heldBytes() const {
-  size_t bytes = scratch.heldBytes() + extractor.scratchBytes();
+  size_t bytes = scratch.heldBytes() + extractor.scratchBytes() + blocks.heldBytes();
   if (partitioner != nullptr) bytes += partitioner->scratchBytes();
   for (const DeviceBuffer* b :
        {&extracted.indices,   &extracted.values, &lists.positions, &lists.values,
@@ -264,6 +264,9 @@ Status gpuSparseAllreduce(const GpuSparseAllreduceOptions& o, GpuSparseAllreduce
         break;
       case Scheme::kHc:
         ZEN_RETURN_IF_ERROR(gpuSparseAllreduceHc(call, result));
+        break;
+      case Scheme::kBlocks:
+        ZEN_RETURN_IF_ERROR(gpuSparseAllreduceBlocks(call, result));
         break;
       default:
         ZEN_RETURN_IF_ERROR(gpuSparseAllreduceZen(call, result));

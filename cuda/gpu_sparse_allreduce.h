@@ -2,7 +2,7 @@
 
 // One sparse allreduce over device tensors and an NcclComm: the GPU twin of
 // ops/sparse_allreduce.h (CONVENTIONS.md §3: options struct + free function, one dispatcher,
-// one scheme per file: gpu_sparse_allreduce_{zen,hc,agsparse,dense}.cc).
+// one scheme per file: gpu_sparse_allreduce_{zen,hc,agsparse,blocks,dense}.cc).
 //
 // Contract:
 // - Input: a device COO tensor (indices int64 [nnz], values [nnz x rowSize], device memory on
@@ -66,7 +66,7 @@ struct GpuSparseAllreduceOptions {
   SparseView input;
   DenseView denseInput;
   ReduceOp op = ReduceOp::kSum;
-  Scheme scheme = Scheme::kZen;  // kAuto: zen. kBlocks: kUnimplemented on the GPU (yet)
+  Scheme scheme = Scheme::kZen;  // kAuto: zen
   bool denseOutput = false;      // fill the dense output instead of result->sparse
   DenseView denseOutputView;     // optional destination of the dense output (device memory)
   // The zen scheme's IndexMap seed (equal on every rank, checked) and Algorithm 1's
@@ -81,9 +81,9 @@ struct GpuSparseAllreduceOptions {
 struct GpuSparseAllreduceResult {
   // Sparse output (denseOutput false), device memory: each row of the result once, UNSORTED
   // (zen: in (owner part, local position) order; agsparse, hc: the order of a one-part
-  // IndexMap's permutation; dense scheme: ascending). Which rows: like the CPU schemes — the union
-  // of the rows any rank sent (zen, agsparse; a row whose sum is zero is kept), the non-zero rows
-  // (dense scheme). sparse.nnz is the row count; the buffers may be larger.
+  // IndexMap's permutation; dense and blocks schemes: ascending). Which rows: like the CPU schemes
+  // — the union of the rows any rank sent (zen, agsparse; a row whose sum is zero is kept), the
+  // non-zero rows (dense scheme). sparse.nnz is the row count; the buffers may be larger.
   GpuSparse sparse;
   // Dense output [numRows x rowSize] of the dtype (denseOutput true and no
   // denseOutputView): device memory.

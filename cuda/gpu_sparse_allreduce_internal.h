@@ -16,6 +16,29 @@
 
 namespace zen::cuda {
 
+// The blocks scheme's buffers (gpu_sparse_allreduce_blocks.cc).
+struct GpuBlocksState {
+  DeviceBuffer flags;       // B + 1 int64: non-empty blocks, then own flags, then row counts
+  DeviceBuffer slots;       // their exclusive scans
+  DeviceBuffer ownerSlots;  // n + 1 int64: each owner's first push slot
+  DeviceBuffer pushAcc;     // this rank's blocks: accumulators, ids, masks, rows
+  DeviceBuffer pushIds;
+  DeviceBuffer pushMasks;
+  DeviceBuffer pushRows;
+  DeviceBuffer recvIds;  // received push lists, then the gathered pull lists
+  DeviceBuffer recvMasks;
+  DeviceBuffer recvRows;
+  DeviceBuffer ownAcc;  // the owner's accumulator rows and seen bytes
+  DeviceBuffer seen;
+  DeviceBuffer pullIds;  // the owner's pull list
+  DeviceBuffer pullMasks;
+  DeviceBuffer pullRows;
+  DeviceBuffer bad;   // first bad block of a checked list set
+  PinnedBuffer host;  // n + 1 words read back
+
+  size_t heldBytes() const;
+};
+
 struct GpuSparseAllreduceWorkspace::State {
   // The zen scheme's partitioner and its key (rebuilt when the key changes).
   int64_t zenNumRows = -1;
@@ -44,6 +67,7 @@ struct GpuSparseAllreduceWorkspace::State {
   DeviceBuffer hcValues[2];    // hc: its rows
   DeviceBuffer summary;        // n + 1 call summaries, then the bad-entry word
   PinnedBuffer hostSummary;    // n + 1 call summaries, then the bad-entry word
+  GpuBlocksState blocks;       // blocks scheme
 
   size_t heldBytes() const;
 };
@@ -61,6 +85,7 @@ Status gpuSparseAllreduceZen(const GpuSchemeCall& call, GpuSparseAllreduceResult
 Status gpuSparseAllreduceAgSparse(const GpuSchemeCall& call, GpuSparseAllreduceResult* result);
 Status gpuSparseAllreduceDense(const GpuSchemeCall& call, GpuSparseAllreduceResult* result);
 Status gpuSparseAllreduceHc(const GpuSchemeCall& call, GpuSparseAllreduceResult* result);
+Status gpuSparseAllreduceBlocks(const GpuSchemeCall& call, GpuSparseAllreduceResult* result);
 
 // Shared steps (gpu_sparse_allreduce.cc).
 // Sums device COO tensors (indices in range, repeats summed in fp32 for 16-bit floats) into

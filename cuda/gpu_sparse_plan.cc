@@ -70,15 +70,15 @@ Result<Scheme> resolveGpuScheme(Scheme requested) {
     case Scheme::kZen:
       return Scheme::kZen;
     case Scheme::kAgSparse:
+    case Scheme::kBlocks:
     case Scheme::kDense:
     case Scheme::kHc:
       return requested;
-    case Scheme::kBlocks:
-      break;
   }
   return ZEN_ERROR(StatusCode::kUnimplemented,
-                   "scheme {} has no GPU implementation yet (zen, hc, agsparse and dense do)",
-                   schemeName(requested));
+                   "scheme {} has no GPU implementation (zen, hc, agsparse, blocks and dense "
+                   "do)",
+                   static_cast<int>(requested));
 }
 
 std::vector<size_t> segmentOffsets(const std::vector<uint64_t>& counts, size_t unitBytes) {

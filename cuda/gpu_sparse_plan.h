@@ -35,7 +35,7 @@ static_assert(sizeof(GpuCallSummary) == 128, "the summary's wire size");
 // *totalNnz = the sum of every rank's nnz.
 Status checkGpuCallSummaries(const std::vector<GpuCallSummary>& all, uint64_t* totalNnz);
 
-// kAuto -> kZen; kBlocks is kUnimplemented on the GPU (the CPU scheme has it).
+// kAuto -> kZen; every other scheme as it is (kUnimplemented for a value outside the enum).
 Result<Scheme> resolveGpuScheme(Scheme requested);
 
 // offsets[0] = 0, offsets[i + 1] = offsets[i] + counts[i] * unitBytes: where each peer's

@@ -4,7 +4,8 @@
 // Python keeps the tensors alive until synchronize) and returns the handle; wait() blocks
 // with the GIL released. Compiles against a CPU-only torch (no CUDA headers needed). Outputs the
 // daemon allocates (sparse result, gathered tensor) become torch tensors over the daemon's memory,
-// which is released with the last of them.
+// which is released with the last of them; the gathered tensor of CUDA inputs is device memory
+// (a CUDA tensor over it: zen.torch copies it into a tensor of torch's allocator).
 //
 // Errors: enqueue failures raise ValueError for bad arguments (a name in flight, an
 // unsupported dtype, not initialized) and RuntimeError otherwise; a failed operation raises
@@ -114,15 +115,18 @@ struct HandleGuard {
   zen_handle_t handle;
 };
 
+// device: host, or the CUDA device the daemon's memory is on (gathered tensors of CUDA inputs).
 torch::Tensor overDaemonMemory(const void* data,
                                std::vector<int64_t> sizes,
                                torch::ScalarType type,
-                               const std::shared_ptr<HandleGuard>& guard) {
+                               const std::shared_ptr<HandleGuard>& guard,
+                               torch::Device device = torch::kCPU) {
   int64_t count = 1;
   for (int64_t s : sizes) count *= s;
-  if (count == 0 || data == nullptr) return torch::empty(sizes, torch::dtype(type));
+  const auto options = torch::dtype(type).device(device);
+  if (count == 0 || data == nullptr) return torch::empty(sizes, options);
   return torch::from_blob(
-      const_cast<void*>(data), sizes, [guard](void*) {}, torch::dtype(type));
+      const_cast<void*>(data), sizes, [guard](void*) {}, options);
 }
 
 int64_t allreduceAsync(const std::string& name,
@@ -204,8 +208,8 @@ int64_t sparseAllreduceAsync(const std::string& name,
   return h;
 }
 
-int64_t allgatherAsync(const std::string& name, const torch::Tensor& input) {
-  TensorArg in(input, "allgather input");
+int64_t allgatherAsync(const std::string& name, const torch::Tensor& input, int64_t stream) {
+  TensorArg in(input, "allgather input", stream);
   zen_handle_t h = 0;
   checkEnqueue(zen_enqueue_allgather(name.c_str(), &in.c, ZEN_NO_COMPLETION, &h));
   return h;
@@ -268,7 +272,12 @@ torch::Tensor allgatherResult(int64_t handle, const torch::Tensor& like) {
   zen_gathered_t g{};
   if (zen_allgather_result(handle, &g) != ZEN_OK) throw std::runtime_error(zen_last_error());
   auto guard = std::make_shared<HandleGuard>(handle);
-  return overDaemonMemory(g.data, std::vector<int64_t>(g.shape, g.shape + g.ndims), type, guard);
+  const torch::Device device =
+      g.device_type == ZEN_DEVICE_CUDA
+          ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(g.device_index))
+          : torch::Device(torch::kCPU);
+  return overDaemonMemory(g.data, std::vector<int64_t>(g.shape, g.shape + g.ndims), type, guard,
+                          device);
 }
 
 int joinResult(int64_t handle) {
@@ -350,7 +359,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("sparse_allreduce_async", &sparseAllreduceAsync, pybind11::arg("name"),
         pybind11::arg("indices"), pybind11::arg("values"), pybind11::arg("num_rows"),
         pybind11::arg("op"), pybind11::arg("dense_output"), pybind11::arg("stream") = 0);
-  m.def("allgather_async", &allgatherAsync);
+  m.def("allgather_async", &allgatherAsync, pybind11::arg("name"), pybind11::arg("input"),
+        pybind11::arg("stream") = 0);
   m.def("broadcast_async", &broadcastAsync, pybind11::arg("name"), pybind11::arg("tensor"),
         pybind11::arg("root"), pybind11::arg("stream") = 0);
   m.def("join_async", &joinAsync);

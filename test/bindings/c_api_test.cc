@@ -296,6 +296,7 @@ int everyFunction(int rank, int n) {
                 60);
     dupCode = zen_enqueue_allreduce("c.dup", &ft, &ft, ZEN_SUM, ZEN_NO_COMPLETION, &h2);
     if (dupCode == ZEN_OK) {
+  CHILD_CHECK(gr.device_type == ZEN_DEVICE_CPU && gr.device_index == 0, 45);  // host inputs
       CHILD_CHECK(n == 1, 64);
       CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_release(h1) == ZEN_OK, 65);
       CHILD_CHECK(zen_wait(h2, kWait) == ZEN_OK && zen_release(h2) == ZEN_OK, 66);

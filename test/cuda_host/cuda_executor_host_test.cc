@@ -1,15 +1,23 @@
 // The CUDA executor's host-side decisions on the CPU: the finalizer thread's ordering,
-// errors and timeouts (fake events), the dense fusion layout and its batched copies, the
-// sparse bucket's output mode and index shifts, and the dispatch between host and device
-// executors (from the plan, the same on every rank).
+// errors and timeouts (fake events), the completion-event pool, the dense fusion layout and
+// its batched copies, the sparse bucket's output mode and index shifts, the allgather
+// bucket's layout (every rank simulated, against the CPU executor's concatenation), and the
+// dispatch between host and device executors (from the plan, the same on every rank).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <mutex>
+#include <numeric>
+#include <random>
+#include <set>
+#include <thread>
 #include <vector>
 
 #include "cuda/device_bucket.h"
 #include "cuda/dispatch_executor.h"
+#include "cuda/event_pool.h"
 #include "cuda/finalizer.h"
 
 namespace zen::cuda {
@@ -166,6 +174,236 @@ TEST(SparseFusionPlan, PresentTensorsEntriesBackToBack) {
   const SparseFusionPlan p = planSparseFusion(r, {&a, nullptr, &c});
   EXPECT_EQ(p.firstEntry, (std::vector<int64_t>{0, 4, 4}));
   EXPECT_EQ(p.nnz, 7);
+}
+
+// Fake events: distinct heap ints; the pool must destroy every one it created, once.
+struct FakeEvents {
+  std::mutex mu;
+  std::set<int*> live;
+  int made = 0;
+  bool failNext = false;
+  EventPool::Create create() {
+    return [this]() -> Result<void*> {
+      std::lock_guard<std::mutex> lock(mu);
+      if (failNext) {
+        failNext = false;
+        return ZEN_ERROR(StatusCode::kInternal, "no more events");
+      }
+      int* e = new int(made++);
+      live.insert(e);
+      return static_cast<void*>(e);
+    };
+  }
+  EventPool::Destroy destroy() {
+    return [this](void* e) {
+      std::lock_guard<std::mutex> lock(mu);
+      ASSERT_EQ(live.erase(static_cast<int*>(e)), 1u) << "destroyed twice or never made";
+      delete static_cast<int*>(e);
+    };
+  }
+};
+
+TEST(EventPool, ReusesFiredEventsAndDestroysFailedOnes) {
+  FakeEvents fake;
+  {
+    EventPool pool(fake.create(), fake.destroy(), 2);
+    Result<void*> a = pool.acquire();
+    ASSERT_TRUE(a.isOk());
+    pool.release(a.value(), true);  // fired: reused
+    EXPECT_EQ(pool.idle(), 1u);
+    Result<void*> b = pool.acquire();
+    ASSERT_TRUE(b.isOk());
+    EXPECT_EQ(b.value(), a.value());
+    EXPECT_EQ(pool.created(), 1u);
+    pool.release(b.value(), false);  // timed out or failed: destroyed, never handed out again
+    EXPECT_EQ(pool.idle(), 0u);
+    EXPECT_EQ(fake.live.size(), 0u);
+    Result<void*> c = pool.acquire();
+    ASSERT_TRUE(c.isOk());
+    EXPECT_EQ(pool.created(), 2u);
+    // At most maxIdle idle: the third released one is destroyed.
+    Result<void*> d = pool.acquire();
+    Result<void*> e = pool.acquire();
+    pool.release(c.value(), true);
+    pool.release(d.value(), true);
+    pool.release(e.value(), true);
+    EXPECT_EQ(pool.idle(), 2u);
+    EXPECT_EQ(fake.live.size(), 2u);
+    // A failed creation is the caller's error; the pool goes on.
+    pool.acquire();
+    pool.acquire();  // both idle ones taken (leaked to the test: released below)
+    fake.failNext = true;
+    Result<void*> f = pool.acquire();
+    EXPECT_FALSE(f.isOk());
+    EXPECT_EQ(f.status().code(), StatusCode::kInternal);
+    EXPECT_EQ(pool.created(), 4u);
+    pool.release(nullptr, true);  // ignored
+    std::vector<int*> held(fake.live.begin(), fake.live.end());
+    for (int* h : held) pool.release(h, true);
+  }
+  EXPECT_TRUE(fake.live.empty());  // the destructor destroyed the idle ones
+}
+
+TEST(EventPool, AcquireOnOneThreadReleaseOnAnother) {
+  FakeEvents fake;
+  {
+    EventPool pool(fake.create(), fake.destroy(), 8);
+    std::mutex mu;
+    std::vector<void*> handed;
+    std::atomic<bool> stop{false};
+    std::thread finalizer([&] {
+      for (;;) {
+        void* e = nullptr;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (!handed.empty()) {
+            e = handed.back();
+            handed.pop_back();
+          }
+        }
+        if (e != nullptr) {
+          pool.release(e, true);
+        } else if (stop) {
+          return;
+        } else {
+          std::this_thread::yield();
+        }
+      }
+    });
+    for (int i = 0; i < 2000; ++i) {
+      Result<void*> e = pool.acquire();
+      ASSERT_TRUE(e.isOk());
+      std::lock_guard<std::mutex> lock(mu);
+      handed.push_back(e.value());
+    }
+    stop = true;
+    finalizer.join();
+    EXPECT_LE(pool.created(), 2000u);
+    EXPECT_EQ(fake.live.size(), pool.idle());
+  }
+  EXPECT_TRUE(fake.live.empty());
+}
+
+// An allgather response of `rows[i][p]` rows of tensor i on rank p, trailing dims `trailing[i]`.
+Response gatherResponse(const std::vector<std::vector<int64_t>>& rows,
+                        const std::vector<std::vector<int64_t>>& trailing,
+                        DataType dtype) {
+  Response r;
+  r.type = ResponseType::kAllgather;
+  r.dtype = dtype;
+  const size_t n = rows.front().size();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    r.tensorNames.push_back("g" + std::to_string(i));
+    std::vector<int64_t> dims = {std::accumulate(rows[i].begin(), rows[i].end(), int64_t{0})};
+    dims.insert(dims.end(), trailing[i].begin(), trailing[i].end());
+    r.shapes.emplace_back(dims);
+    for (size_t p = 0; p < n; ++p) r.gatherRows.push_back(rows[i][p]);
+  }
+  r.devices.assign(n, Device::cuda(0));
+  return r;
+}
+
+// Every rank runs the executor's steps on host memory (the allgatherv is a copy of each
+// rank's own segment into every rank's buffer); each rank's results must be the CPU
+// executor's: tensor i = every rank's rows of tensor i in rank order.
+TEST(GatherPlan, EveryRanksRowsInRankOrderLikeTheCpuExecutor) {
+  std::mt19937_64 rng(std::random_device{}());
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 5);
+    const size_t tensors = 1 + rng() % 4;
+    const DataType dtype = trial % 2 ? DataType::kFloat16 : DataType::kFloat64;
+    const size_t elementSize = dataTypeSize(dtype);
+    std::vector<std::vector<int64_t>> rows(tensors), trailing(tensors);
+    for (size_t i = 0; i < tensors; ++i) {
+      for (int p = 0; p < n; ++p) rows[i].push_back(static_cast<int64_t>(rng() % 4));  // 0 too
+      if (rng() % 3 != 0) trailing[i].push_back(1 + static_cast<int64_t>(rng() % 3));
+      if (rng() % 4 == 0) trailing[i].push_back(2);
+    }
+    const int joined = rng() % 3 == 0 ? static_cast<int>(rng() % n) : -1;
+    if (joined >= 0) {
+      for (size_t i = 0; i < tensors; ++i) rows[i][joined] = 0;
+    }
+    const Response r = gatherResponse(rows, trailing, dtype);
+    Result<GatherPlan> planned = planGather(r, n);
+    ASSERT_TRUE(planned.isOk()) << planned.status().toString();
+    const GatherPlan& plan = planned.value();
+
+    // Inputs: rank p's tensor i, random bytes.
+    std::vector<std::vector<std::vector<uint8_t>>> input(static_cast<size_t>(n));
+    for (int p = 0; p < n; ++p) {
+      for (size_t i = 0; i < tensors; ++i) {
+        std::vector<uint8_t> bytes(static_cast<size_t>(rows[i][p]) * plan.rowBytes[i]);
+        for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+        input[p].push_back(std::move(bytes));
+      }
+    }
+    // Each rank's fusion step, poisoned buffers.
+    std::vector<std::vector<uint8_t>> recv(static_cast<size_t>(n),
+                                           std::vector<uint8_t>(plan.segmentOffset.back(), 0xa5));
+    for (int p = 0; p < n; ++p) {
+      std::vector<TensorEntry> store(tensors);
+      std::vector<TensorEntry*> entries;
+      for (size_t i = 0; i < tensors; ++i) {
+        store[i].input.data = input[p][i].data();
+        entries.push_back(p == joined ? nullptr : &store[i]);
+      }
+      for (const CopyJob& j : gatherInCopies(plan, r, entries, p, recv[p].data())) {
+        ASSERT_GE(static_cast<const uint8_t*>(j.dst), recv[p].data() + plan.segmentOffset[p]);
+        ASSERT_LE(static_cast<const uint8_t*>(j.dst) + j.bytes,
+                  recv[p].data() + plan.segmentOffset[p + 1]);
+        std::memcpy(j.dst, j.src, j.bytes);
+      }
+    }
+    // The allgatherv: rank p's segment to everyone.
+    for (int p = 0; p < n; ++p) {
+      const size_t off = plan.segmentOffset[p];
+      const size_t len = plan.segmentOffset[p + 1] - off;
+      for (int q = 0; q < n; ++q) {
+        if (q != p && len > 0) std::memcpy(recv[q].data() + off, recv[p].data() + off, len);
+      }
+    }
+    for (int q = 0; q < n; ++q) {
+      std::vector<std::vector<uint8_t>> out(tensors);
+      std::vector<void*> outputs;
+      for (size_t i = 0; i < tensors; ++i) {
+        EXPECT_EQ(plan.outputBytes[i],
+                  static_cast<size_t>(r.shapes[i].numElements()) * elementSize);
+        out[i].assign(plan.outputBytes[i], 0x5a);
+        // A rank that does not want tensor 0 (joined) gets no copies for it.
+        outputs.push_back(q == joined && i == 0 ? nullptr : out[i].data());
+      }
+      for (const CopyJob& j : gatherOutCopies(plan, r, recv[q].data(), outputs)) {
+        ASSERT_NE(j.dst, nullptr);
+        std::memcpy(j.dst, j.src, j.bytes);
+      }
+      for (size_t i = 0; i < tensors; ++i) {
+        if (outputs[i] == nullptr) {
+          EXPECT_TRUE(
+              std::all_of(out[i].begin(), out[i].end(), [](uint8_t b) { return b == 0x5a; }));
+          continue;
+        }
+        std::vector<uint8_t> expected;
+        for (int p = 0; p < n; ++p)
+          expected.insert(expected.end(), input[p][i].begin(), input[p][i].end());
+        EXPECT_EQ(out[i], expected) << "trial " << trial << " rank " << q << " tensor " << i;
+      }
+    }
+  }
+}
+
+TEST(GatherPlan, RefusesAPlanThatDoesNotAddUp) {
+  Response r = gatherResponse({{1, 2}}, {{3}}, DataType::kFloat32);
+  EXPECT_EQ(planGather(r, 3).status().code(), StatusCode::kInvalidArgument);  // 2 counts, 3 ranks
+  r.shapes[0] = TensorShape({4, 3});
+  EXPECT_EQ(planGather(r, 2).status().code(), StatusCode::kInvalidArgument);  // 1 + 2 != 4
+  r.shapes[0] = TensorShape({3, 3});
+  r.gatherRows = {-1, 4};
+  EXPECT_EQ(planGather(r, 2).status().code(), StatusCode::kInvalidArgument);
+  r.gatherRows = {1, 2};
+  Result<GatherPlan> ok = planGather(r, 2);
+  ASSERT_TRUE(ok.isOk());
+  EXPECT_EQ(ok.value().segmentOffset, (std::vector<size_t>{0, 12, 36}));
+  EXPECT_EQ(ok.value().rowBytes, (std::vector<size_t>{12}));
 }
 
 // Records which executor got what.

@@ -80,7 +80,8 @@ TEST(ResolveGpuScheme, AutoIsZenAndUnportedSchemesSaySo) {
   EXPECT_EQ(resolveGpuScheme(Scheme::kAgSparse).value(), Scheme::kAgSparse);
   EXPECT_EQ(resolveGpuScheme(Scheme::kDense).value(), Scheme::kDense);
   EXPECT_EQ(resolveGpuScheme(Scheme::kHc).value(), Scheme::kHc);
-  EXPECT_EQ(resolveGpuScheme(Scheme::kBlocks).status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(resolveGpuScheme(Scheme::kBlocks).value(), Scheme::kBlocks);
+  EXPECT_EQ(resolveGpuScheme(static_cast<Scheme>(99)).status().code(), StatusCode::kUnimplemented);
 }
 
 TEST(SegmentOffsets, PrefixSumsTimesUnit) {

@@ -29,7 +29,8 @@ Status benchGpuSchemes(const char* label,
   GpuSparseAllreduceWorkspace ws;
   GpuSparseAllreduceResult result;
   Status status;
-  for (Scheme scheme : {Scheme::kZen, Scheme::kHc, Scheme::kAgSparse, Scheme::kDense}) {
+  for (Scheme scheme :
+       {Scheme::kZen, Scheme::kHc, Scheme::kAgSparse, Scheme::kBlocks, Scheme::kDense}) {
     GpuSparseAllreduceOptions o;
     o.comm = &comm;
     o.denseInput = input;

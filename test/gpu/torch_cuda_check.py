@@ -51,11 +51,17 @@ def main():
     sparse = hvd.sparse_allreduce(sp.to(dev), name="s.sparse", op=hvd.Sum)
     assert sparse.is_cuda and torch.equal(sparse.to_dense().cpu(), host)
 
-    # Broadcast in place; allgather (through host memory for now).
+    # Broadcast in place; allgather on the device (NCCL allgatherv), grouped, against the host
+    # path, a bfloat16 and an empty one included.
     b = ints(33).to(dev)
     assert torch.equal(hvd.broadcast(b, 0, name="b"), b)
-    gathered = hvd.allgather(ints(3, 2).to(dev), name="ag")
-    assert gathered.is_cuda and gathered.shape == (3, 2)
+    a = ints(3, 2)
+    gathered = hvd.allgather(a.to(dev), name="ag")
+    assert gathered.is_cuda and torch.equal(gathered.cpu(), hvd.allgather(a, name="ag.host"))
+    parts = [ints(7, 5), ints(0, 2), ints(1000).to(torch.bfloat16)]
+    outs = hvd.grouped_allgather([p.to(dev) for p in parts], name="gag")
+    for o, p in zip(outs, parts):
+        assert o.is_cuda and o.dtype == p.dtype and torch.equal(o.cpu(), p)
     hvd.shutdown()
     print("zen.torch on CUDA tensors: all checks passed")
     return 0

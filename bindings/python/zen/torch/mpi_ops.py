@@ -602,14 +602,15 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     src = _wire(tensor)
     if tensor.dim() == 0:
         raise ValueError("allgather needs a tensor of at least one dimension")
-    if src.is_cuda:  # the daemon gathers host memory only (yet): a host copy, and back
-        src = src.cpu()
-    c = _C.allgather_async(_name("allgather", name), src)
+    c = _C.allgather_async(_name("allgather", name), src, _stream(src))
 
     def finish():
         gathered = _C.allgather_result(c, src)  # released with this tensor
-        gathered = gathered if gathered.dtype == tensor.dtype else gathered.to(tensor.dtype)
-        return gathered.to(tensor.device) if tensor.is_cuda else gathered
+        if gathered.is_cuda:
+            # The daemon's device memory (freed with the handle): into torch's allocator, on
+            # the current stream; dropping the view then releases the handle.
+            gathered = gathered.clone()
+        return gathered if gathered.dtype == tensor.dtype else gathered.to(tensor.dtype)
 
     return _register([c], (tensor, src), finish)
 
