@@ -423,6 +423,8 @@ int zen_allgather_result(zen_handle_t handle, zen_gathered_t* result) {
   result->bytes = onDevice ? o.gatheredDeviceBytes : o.gathered.size();
   result->ndims = o.gatheredShape.rank();
   result->shape = o.gatheredShape.dims().data();
+  result->device_type = onDevice ? ZEN_DEVICE_CUDA : ZEN_DEVICE_CPU;
+  result->device_index = onDevice ? o.gatheredDevice.index : 0;
   return ZEN_OK;
 }
 
@@ -431,8 +433,6 @@ int zen_join_result(zen_handle_t handle, int32_t* last_joined_rank) {
   auto r = api().result(handle);
   if (!r.isOk()) {
     return r.status().code() == zen::StatusCode::kInvalidArgument
-  result->device_type = onDevice ? ZEN_DEVICE_CUDA : ZEN_DEVICE_CPU;
-  result->device_index = onDevice ? o.gatheredDevice.index : 0;
                ? zen::bindings::failUnknown(r.status())
                : fail(r.status());
   }

@@ -245,6 +245,8 @@ typedef struct zen_gathered {
   size_t bytes;
   int32_t ndims;
   const int64_t* shape; /* [total rows, ...] */
+  int32_t device_type;  /* where data is: ZEN_DEVICE_CPU, or ZEN_DEVICE_CUDA for CUDA inputs */
+  int32_t device_index;
 } zen_gathered_t;
 ZEN_C_EXPORT int zen_allgather_result(zen_handle_t handle, zen_gathered_t* result);
 ZEN_C_EXPORT int zen_join_result(zen_handle_t handle, int32_t* last_joined_rank);
@@ -255,8 +257,6 @@ ZEN_C_EXPORT int zen_join_result(zen_handle_t handle, int32_t* last_joined_rank)
 typedef struct zen_stats {
   uint64_t cycles;
   uint64_t fast_path_cycles;
-  int32_t device_type;  /* where data is: ZEN_DEVICE_CPU, or ZEN_DEVICE_CUDA for CUDA inputs */
-  int32_t device_index;
   uint64_t slow_path_cycles;
   uint64_t cache_hits;
   uint64_t buckets_executed;

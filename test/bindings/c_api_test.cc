@@ -245,6 +245,7 @@ int everyFunction(int rank, int n) {
   CHILD_CHECK(zen_allgather_result(h1, &gr) == ZEN_OK, 43);
   CHILD_CHECK(gr.ndims == 2 && gr.shape[0] == n * (n + 1) / 2 && gr.shape[1] == 2, 44);
   CHILD_CHECK(gr.bytes == static_cast<size_t>(gr.shape[0] * 2) * sizeof(int32_t), 45);
+  CHILD_CHECK(gr.device_type == ZEN_DEVICE_CPU && gr.device_index == 0, 45);  // host inputs
   const auto* gv = static_cast<const int32_t*>(gr.data);
   for (int p = 0, at = 0; p < n; ++p) {
     for (int k = 0; k < 2 * (p + 1); ++k) CHILD_CHECK(gv[at++] == p, 46);
@@ -296,7 +297,6 @@ int everyFunction(int rank, int n) {
                 60);
     dupCode = zen_enqueue_allreduce("c.dup", &ft, &ft, ZEN_SUM, ZEN_NO_COMPLETION, &h2);
     if (dupCode == ZEN_OK) {
-  CHILD_CHECK(gr.device_type == ZEN_DEVICE_CPU && gr.device_index == 0, 45);  // host inputs
       CHILD_CHECK(n == 1, 64);
       CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_release(h1) == ZEN_OK, 65);
       CHILD_CHECK(zen_wait(h2, kWait) == ZEN_OK && zen_release(h2) == ZEN_OK, 66);
