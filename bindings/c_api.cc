@@ -64,9 +64,17 @@ Result<DataType> dtypeOf(int32_t dtype) {
 }
 
 Result<ReduceOp> reduceOpOf(int32_t op) {
-  ZEN_CHECK_ARG(op == ZEN_SUM || op == ZEN_AVERAGE, "unknown reduce op {} (ZEN_SUM or ZEN_AVERAGE)",
+  ZEN_CHECK_ARG(op >= ZEN_SUM && op <= ZEN_PRODUCT,
+                "unknown reduce op {} (zen_reduce_op_t: ZEN_SUM, ZEN_AVERAGE, ZEN_MIN, ZEN_MAX or "
+                "ZEN_PRODUCT, 0..4)",
                 op);
-  return op == ZEN_SUM ? ReduceOp::kSum : ReduceOp::kAverage;
+  static_assert(ZEN_SUM == static_cast<int>(ReduceOp::kSum) &&
+                    ZEN_AVERAGE == static_cast<int>(ReduceOp::kAverage) &&
+                    ZEN_MIN == static_cast<int>(ReduceOp::kMin) &&
+                    ZEN_MAX == static_cast<int>(ReduceOp::kMax) &&
+                    ZEN_PRODUCT == static_cast<int>(ReduceOp::kProduct),
+                "zen_reduce_op_t mirrors zen::ReduceOp");
+  return static_cast<ReduceOp>(op);
 }
 
 Result<Device> deviceOf(int32_t type, int32_t index, const char* what) {

@@ -78,7 +78,16 @@ typedef enum zen_dtype {
   ZEN_INT64 = 5
 } zen_dtype_t;
 
-typedef enum zen_reduce_op { ZEN_SUM = 0, ZEN_AVERAGE = 1 } zen_reduce_op_t;
+/* Dense allreduce takes all five; sparse allreduce ZEN_SUM and ZEN_AVERAGE only (others are
+ * refused at enqueue). Min/max/product: every rank gets identical bits; 16-bit floats are
+ * reduced in fp32 on the CPU; int32/int64 products wrap like two's complement. */
+typedef enum zen_reduce_op {
+  ZEN_SUM = 0,
+  ZEN_AVERAGE = 1,
+  ZEN_MIN = 2,
+  ZEN_MAX = 3,
+  ZEN_PRODUCT = 4
+} zen_reduce_op_t;
 
 typedef enum zen_op_kind {
   ZEN_OP_SPARSE_ALLREDUCE = 0,
@@ -197,7 +206,8 @@ ZEN_C_EXPORT int zen_enqueue_broadcast(const char* name,
                                        zen_completion_t done,
                                        zen_handle_t* handle);
 /* This rank has no more data; completes when every rank has joined (zen_join_result).
- * Meanwhile it contributes zeros (no rows) to the others' reductions. */
+ * Meanwhile it contributes the op's identity (zeros for sum and average; no rows) to the
+ * others' reductions. */
 ZEN_C_EXPORT int zen_enqueue_join(zen_completion_t done, zen_handle_t* handle);
 ZEN_C_EXPORT int zen_enqueue_barrier(zen_completion_t done, zen_handle_t* handle);
 

@@ -121,6 +121,10 @@ Status checkRequest(const Request& q, int size) {
       ZEN_CHECK_ARG(q.rowSize >= 1 && q.rowSize == q.shape.rowSize(),
                     "tensor '{}': row size {} does not match dense shape {} (rows of {})", q.name,
                     q.rowSize, q.shape.toString(), q.shape.rowSize());
+      ZEN_CHECK_ARG(q.reduceOp == ReduceOp::kSum || q.reduceOp == ReduceOp::kAverage,
+                    "tensor '{}': sparse allreduce reduces with sum or average, not {} (min, max "
+                    "and product are for dense tensors)",
+                    q.name, reduceOpName(q.reduceOp));
       break;
     case OpType::kAllgather:
       ZEN_CHECK_ARG(q.shape.rank() >= 1, "tensor '{}': allgather needs at least one dimension",
@@ -179,6 +183,16 @@ Response buildResponse(const std::string& name,
     return errorResponse(name, fmt::format("tensor '{}': broadcast root rank {} has joined and has "
                                            "no tensor to send",
                                            name, ref.rootRank));
+  }
+
+  if (ref.op == OpType::kAllreduce && ref.device.kind == Device::Kind::kCuda &&
+      ref.reduceOp != ReduceOp::kSum && ref.reduceOp != ReduceOp::kAverage &&
+      posters.size() < entry.byRank.size()) {
+    // The CUDA executor zero-fills a joined rank's slots: right for sum and average only.
+    return errorResponse(name, fmt::format("tensor '{}': allreduce with op {} on CUDA tensors "
+                                           "while a rank has joined is not supported (a joined "
+                                           "rank contributes zeros, not the op's identity)",
+                                           name, reduceOpName(ref.reduceOp)));
   }
 
   Response r;

@@ -28,6 +28,12 @@ const char* reduceOpName(ReduceOp op) {
       return "sum";
     case ReduceOp::kAverage:
       return "average";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kProduct:
+      return "product";
   }
   return "unknown";
 }

@@ -25,8 +25,11 @@ enum class OpType : uint8_t {
 inline constexpr int kNumOpTypes = 6;
 const char* opTypeName(OpType op);
 
-enum class ReduceOp : uint8_t { kSum, kAverage };
-inline constexpr int kNumReduceOps = 2;
+// How a dense allreduce combines the ranks' elements (Horovod's Sum, Average, Min, Max,
+// Product; no Adasum). Sparse allreduce takes kSum and kAverage only. The values are wire codes
+// (core/message_codec): append, never renumber.
+enum class ReduceOp : uint8_t { kSum, kAverage, kMin, kMax, kProduct };
+inline constexpr int kNumReduceOps = 5;
 const char* reduceOpName(ReduceOp op);
 
 // The name every join request carries, as Horovod's "join.noname": a rank joins once at a time,

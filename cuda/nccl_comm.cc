@@ -432,8 +432,27 @@ Status NcclComm::allreduce(
   ZEN_RETURN_IF_ERROR(init());
   if (count == 0) return Status::ok();
   const bool average = op == ReduceOp::kAverage;
-  // Integers: NCCL's ncclAvg would round differently from the CPU's truncating division.
-  const ncclRedOp_t red = average && !isInteger(dtype) ? ncclAvg : ncclSum;
+  ncclRedOp_t red = ncclSum;
+  switch (op) {
+    case ReduceOp::kSum:
+      break;
+    case ReduceOp::kAverage:
+      // Integers: NCCL's ncclAvg would round differently from the CPU's truncating division.
+      red = isInteger(dtype) ? ncclSum : ncclAvg;
+      break;
+    case ReduceOp::kMin:
+      red = ncclMin;
+      break;
+    case ReduceOp::kMax:
+      red = ncclMax;
+      break;
+    case ReduceOp::kProduct:
+      red = ncclProd;
+      break;
+    default:
+      return ZEN_ERROR(StatusCode::kInvalidArgument, "allreduce on rank {}: unknown reduce op {}",
+                       m->rank, static_cast<int>(op));
+  }
   ZEN_CHECK_NCCL(m, ncclAllReduce(data, data, count, type, red, m->comm, stream));
   ZEN_RETURN_IF_ERROR(m->waitIssued("ncclAllReduce"));
   if (average && isInteger(dtype) && m->size > 1) {

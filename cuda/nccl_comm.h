@@ -115,9 +115,10 @@ class NcclComm {
                     const std::vector<DeviceMutableBytes>& recvs,
                     cudaStream_t stream);
 
-  // In place over `count` elements (ncclAllReduce). kSum, or kAverage (ncclAvg; integers are
-  // summed, then divided with truncation toward zero like the CPU). fp16 / bf16 are reduced
-  // natively by NCCL (not in fp32 like the CPU transports): expect rounding differences. Async.
+  // In place over `count` elements (ncclAllReduce). kSum, kMin, kMax, kProduct (ncclSum, ncclMin,
+  // ncclMax, ncclProd), or kAverage (ncclAvg; integers are summed, then divided with truncation
+  // toward zero like the CPU). fp16 / bf16 are reduced natively by NCCL (not in fp32 like the
+  // CPU transports): expect rounding differences for sum and product. Async.
   Status allreduce(void* data, size_t count, DataType dtype, ReduceOp op, cudaStream_t stream);
 
   // The root's `bytes` overwrite everyone's `data` (ncclBroadcast in place); async.

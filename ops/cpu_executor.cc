@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "ops/reduce.h"
 #include "ops/sparse_rows.h"
 
 namespace zen::ops {
@@ -159,7 +160,9 @@ Status CpuExecutor::allreduce(const Response& r,
       if (entries[i] != nullptr && bytes > 0) {
         std::memcpy(fusion_.data() + at, entries[i]->input.data, bytes);
       } else {
-        std::memset(fusion_.data() + at, 0, bytes);  // joined: contributes zeros
+        // Joined: contributes op's identity (zeros for sum and average).
+        fillIdentity(fusion_.data() + at, static_cast<size_t>(r.shapes[i].numElements()), r.dtype,
+                     r.reduceOp);
       }
       at += bytes;
     }
@@ -168,7 +171,8 @@ Status CpuExecutor::allreduce(const Response& r,
   addPhase(report, "FUSE", start, Clock::now());
 
   start = Clock::now();
-  ZEN_RETURN_IF_ERROR(transport_->allreduce(buffer, count, r.dtype));
+  const ReduceOp op = r.reduceOp == ReduceOp::kAverage ? ReduceOp::kSum : r.reduceOp;
+  ZEN_RETURN_IF_ERROR(transport_->allreduce(buffer, count, r.dtype, op));
   divideInPlace(buffer, count, r.dtype, divisor);
   addPhase(report, wirePhase(*transport_, "allreduce"), start, Clock::now());
 

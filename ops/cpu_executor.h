@@ -3,15 +3,17 @@
 // core's Executor on the CPU: runs one response of the plan over the data-plane Transport
 // (a transport of its own, separate from the control channel's).
 // - allreduce: the bucket's tensors are copied into one fusion buffer (kept across steps,
-//   grown to the largest bucket seen), summed by Transport::allreduce (16-bit floats in fp32),
-//   divided by n for Average, copied out. A single tensor runs in place in its output.
+//   grown to the largest bucket seen), reduced by Transport::allreduce with the bucket's op
+//   (sum, min, max, product; 16-bit floats in fp32), divided by n for Average, copied out. A
+//   single tensor runs in place in its output.
 // - sparse allreduce: the bucket is one virtual tensor (index spaces concatenated at
 //   Response::rowOffsets, totalRows rows) through ops::sparseAllreduce with ZEN_SCHEME (auto:
 //   zen or hc as ops/auto_scheme.h profiled for this bucket); the coalesced result is split
 //   back per tensor (sparse, or scattered into a dense output).
 // - allgather: every tensor's rows packed into one buffer, one allgatherv, unpacked.
 // - broadcast: Transport::broadcast in place (never fused).
-// A rank that has joined contributes zeros / no rows for the tensors it did not post.
+// A rank that has joined contributes the op's identity (zeros for sum and average: Horovod's
+// rule) / no rows for the tensors it did not post.
 
 #include <memory>
 

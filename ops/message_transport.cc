@@ -114,25 +114,24 @@ Status MessageTransport::doAllgatherv(const void* data,
   return flushSends(until);
 }
 
-Status MessageTransport::doAllreduce(void* data, size_t count, DataType dtype) {
+Status MessageTransport::doAllreduce(void* data, size_t count, DataType dtype, ReduceOp op) {
   if (size() == 1 || count == 0) return Status::ok();
   const auto until = deadline();
   const DataType wire = wireDataType(dtype);
-  if (wire == dtype) return ringAllreduce(data, count, dtype, until);
+  if (wire == dtype) return ringAllreduce(data, count, dtype, op, until);
   std::vector<float> wide = widenToFloat(data, count, dtype);
-  ZEN_RETURN_IF_ERROR(ringAllreduce(wide.data(), count, wire, until));
+  ZEN_RETURN_IF_ERROR(ringAllreduce(wide.data(), count, wire, op, until));
   narrowFromFloat(wide, data, dtype);
   return Status::ok();
 }
 
-// Reduce-scatter: in step s rank r sends chunk r-s right and adds chunk r-s-1 from the left;
-// afterwards rank r holds the full sum of chunk r+1. Allgather: chunk r+1-s goes right, chunk
-// r-s arrives from the left. Each chunk is summed once, so every rank ends with equal bits.
-// Sends are flushed every step, so a posted chunk is never written while in flight.
-Status MessageTransport::ringAllreduce(void* data,
-                                       size_t count,
-                                       DataType dtype,
-                                       Clock::time_point until) {
+// Reduce-scatter: in step s rank r sends chunk r-s right and reduces chunk r-s-1 from the left
+// into its own (sum, min, max or product); afterwards rank r holds the full reduction of chunk
+// r+1. Allgather: chunk r+1-s goes right, chunk r-s arrives from the left. Each chunk is
+// reduced once, so every rank ends with equal bits. Sends are flushed every step, so a posted
+// chunk is never written while in flight.
+Status MessageTransport::ringAllreduce(
+    void* data, size_t count, DataType dtype, ReduceOp op, Clock::time_point until) {
   const int n = size();
   const int r = rank();
   const int right = (r + 1) % n;
@@ -152,7 +151,7 @@ Status MessageTransport::ringAllreduce(void* data,
                          r, left, chunk.size(), in.size() * width);
       }
       if (phase == 0) {
-        sumInto(base + in.begin * width, chunk.data(), in.size(), dtype);
+        reduceInto(base + in.begin * width, chunk.data(), in.size(), dtype, op);
       } else if (!chunk.empty()) {
         std::memcpy(base + in.begin * width, chunk.data(), chunk.size());
       }

@@ -25,7 +25,7 @@ class MessageTransport : public Transport {
   Status doAlltoallv(const std::vector<ConstBytes>& sends,
                      std::vector<ByteVector>* received) override;
   Status doAllgatherv(const void* data, size_t bytes, std::vector<ByteVector>* gathered) override;
-  Status doAllreduce(void* data, size_t count, DataType dtype) override;
+  Status doAllreduce(void* data, size_t count, DataType dtype, ReduceOp op) override;
   Status doBroadcast(void* data, size_t bytes, int root) override;
   Status doBarrier() override;
 
@@ -34,7 +34,8 @@ class MessageTransport : public Transport {
   Result<ByteVector> receive(int peer, uint32_t tag, Clock::time_point deadline, const char* op);
   Status receiveInto(
       int peer, uint32_t tag, void* data, size_t bytes, Clock::time_point deadline, const char* op);
-  Status ringAllreduce(void* data, size_t count, DataType dtype, Clock::time_point deadline);
+  Status ringAllreduce(
+      void* data, size_t count, DataType dtype, ReduceOp op, Clock::time_point deadline);
 
   Mailbox* mailbox_;
 };

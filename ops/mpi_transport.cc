@@ -6,7 +6,8 @@
 //   sends[p] to each p in rounds of MPI_Ialltoallv, each round at most C = min(maxChunkBytes,
 //   INT_MAX / n) bytes per pair, packed through staging buffers.
 // - allgatherv: 8 B count (MPI_Iallgather), then B in rounds of MPI_Iallgatherv, C per rank.
-// - allreduce: MPI_Iallreduce(SUM) in place, in chunks; 16-bit floats as fp32.
+// - allreduce: MPI_Iallreduce(SUM, MIN, MAX or PROD) in place, in chunks; 16-bit floats as
+//   fp32, rounded once.
 // - broadcast: MPI_Ibcast in chunks; barrier: MPI_Ibarrier.
 // Counters record the payload as the other backends would move it (ring allreduce, flat
 // broadcast), so benchmarks compare like with like.
@@ -55,6 +56,29 @@ MPI_Datatype mpiType(DataType wire) {
     default:
       return MPI_FLOAT;
   }
+}
+
+// Products of int32/int64 go as MPI's unsigned types: the same bits as a two's-complement
+// product that wraps, without relying on what the library does on signed overflow.
+MPI_Datatype mpiReduceType(DataType wire, ReduceOp op) {
+  if (op == ReduceOp::kProduct && wire == DataType::kInt32) return MPI_UINT32_T;
+  if (op == ReduceOp::kProduct && wire == DataType::kInt64) return MPI_UINT64_T;
+  return mpiType(wire);
+}
+
+MPI_Op mpiOp(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kProduct:
+      return MPI_PROD;
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:  // Transport::allreduce refuses it; averages are divided sums
+      break;
+  }
+  return MPI_SUM;
 }
 
 size_t ceilDiv(size_t a, size_t b) {
@@ -221,7 +245,7 @@ class MpiTransport final : public Transport {
     return Status::ok();
   }
 
-  Status doAllreduce(void* data, size_t count, DataType dtype) override {
+  Status doAllreduce(void* data, size_t count, DataType dtype, ReduceOp op) override {
     if (size() == 1 || count == 0) return Status::ok();
     const DataType wire = wireDataType(dtype);
     std::vector<float> wide;
@@ -236,7 +260,7 @@ class MpiTransport final : public Transport {
       const int elements = static_cast<int>(std::min(step, count - begin));
       MPI_Request request;
       ZEN_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, static_cast<uint8_t*>(buffer) + begin * width,
-                                   elements, mpiType(wire), MPI_SUM, comm_, &request));
+                                   elements, mpiReduceType(wire, op), mpiOp(op), comm_, &request));
       ZEN_RETURN_IF_ERROR(waitOne(request, "allreduce"));
     }
     if (wire != dtype) narrowFromFloat(wide, data, dtype);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/message.h"
 
 namespace zen::ops {
 
@@ -15,6 +16,20 @@ DataType wireDataType(DataType dtype);
 // acc[i] += in[i] for `count` elements of a wire dtype (fp32, fp64, int32, int64); int32 and
 // int64 wrap like two's complement instead of overflowing.
 void sumInto(void* acc, const void* in, size_t count, DataType dtype);
+// acc[i] = min(acc[i], in[i]) / max / acc[i] * in[i], same dtypes. Products of int32 and int64
+// wrap like two's complement. Min and max take in[i] only when it compares strictly
+// smaller/larger, so with NaNs the result depends on the order (as MPI's and NCCL's); every rank
+// still gets identical bits because each element is reduced once.
+void minInto(void* acc, const void* in, size_t count, DataType dtype);
+void maxInto(void* acc, const void* in, size_t count, DataType dtype);
+void productInto(void* acc, const void* in, size_t count, DataType dtype);
+// Dispatches on op: kSum and kAverage sum (the caller divides for an average).
+void reduceInto(void* acc, const void* in, size_t count, DataType dtype, ReduceOp op);
+
+// Fills `count` elements of `dtype` (any dtype, 16-bit floats included) with op's identity:
+// 0 for sum/average, +inf (largest integer) for min, -inf (lowest integer) for max, 1 for
+// product. What a rank without the tensor (joined) contributes.
+void fillIdentity(void* data, size_t count, DataType dtype, ReduceOp op);
 
 // fp16/bf16 <-> fp32 for the widened allreduce.
 std::vector<float> widenToFloat(const void* data, size_t count, DataType dtype);

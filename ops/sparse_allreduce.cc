@@ -38,8 +38,9 @@ Status checkLocal(const SparseAllreduceOptions& o) {
                 "the input is on {}; the CPU sparse allreduce needs host memory",
                 in.device.toString());
   ZEN_CHECK_ARG(in.dtype <= DataType::kInt64, "unknown dtype code {}", static_cast<int>(in.dtype));
-  ZEN_CHECK_ARG(o.op == ReduceOp::kSum || o.op == ReduceOp::kAverage, "unknown reduce op {}",
-                static_cast<int>(o.op));
+  ZEN_CHECK_ARG(o.op == ReduceOp::kSum || o.op == ReduceOp::kAverage,
+                "sparse allreduce reduces with sum or average, not {} (op code {})",
+                reduceOpName(o.op), static_cast<int>(o.op));
   ZEN_CHECK_ARG(o.scheme <= Scheme::kDense, "unknown scheme {}", static_cast<int>(o.scheme));
   ZEN_CHECK_ARG(in.rowSize >= 1 && in.rowSize <= kMaxWireRowSize,
                 "row size must be in [1, {}], got {}", kMaxWireRowSize, in.rowSize);

@@ -78,9 +78,16 @@ Status Transport::allgatherv(const void* data, size_t bytes, std::vector<ByteVec
   return guarded([&] { return doAllgatherv(data, bytes, gathered); });
 }
 
-Status Transport::allreduce(void* data, size_t count, DataType dtype) {
+Status Transport::allreduce(void* data, size_t count, DataType dtype, ReduceOp op) {
   ZEN_CHECK_ARG(data != nullptr || count == 0, "allreduce: null buffer of {} elements", count);
-  return guarded([&] { return doAllreduce(data, count, dtype); });
+  ZEN_CHECK_ARG(dtype <= DataType::kInt64, "allreduce: unknown dtype code {}",
+                static_cast<int>(dtype));
+  ZEN_CHECK_ARG(op == ReduceOp::kSum || op == ReduceOp::kMin || op == ReduceOp::kMax ||
+                    op == ReduceOp::kProduct,
+                "allreduce: the transport reduces with sum, min, max or product, not {} (op code "
+                "{}); an average is a sum the caller divides",
+                reduceOpName(op), static_cast<int>(op));
+  return guarded([&] { return doAllreduce(data, count, dtype, op); });
 }
 
 Status Transport::broadcast(void* data, size_t bytes, int root) {

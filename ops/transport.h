@@ -12,6 +12,7 @@
 
 #include "core/config.h"
 #include "core/dtype.h"
+#include "core/message.h"
 #include "core/status.h"
 
 namespace zen::ops {
@@ -85,9 +86,11 @@ class Transport {
   Status alltoallv(const std::vector<ConstBytes>& sends, std::vector<ByteVector>* received);
   // Every rank contributes `bytes` (0 allowed); (*gathered)[p] becomes rank p's buffer.
   Status allgatherv(const void* data, size_t bytes, std::vector<ByteVector>* gathered);
-  // In-place sum of `count` elements; every rank gets identical bits. 16-bit floats are
-  // summed in fp32 and rounded once; int32 wraps like two's complement.
-  Status allreduce(void* data, size_t count, DataType dtype);
+  // In-place reduction of `count` elements by `op` (kSum, kMin, kMax or kProduct; kAverage is
+  // the caller's sum then divide, refused here); every rank gets identical bits. 16-bit floats
+  // are reduced in fp32 and rounded once; int32 and int64 sums and products wrap like two's
+  // complement.
+  Status allreduce(void* data, size_t count, DataType dtype, ReduceOp op = ReduceOp::kSum);
   // The root's `bytes` overwrite everyone's buffer; every rank passes the same size.
   Status broadcast(void* data, size_t bytes, int root);
   Status barrier();
@@ -105,7 +108,7 @@ class Transport {
   virtual Status doAllgatherv(const void* data,
                               size_t bytes,
                               std::vector<ByteVector>* gathered) = 0;
-  virtual Status doAllreduce(void* data, size_t count, DataType dtype) = 0;
+  virtual Status doAllreduce(void* data, size_t count, DataType dtype, ReduceOp op) = 0;
   virtual Status doBroadcast(void* data, size_t bytes, int root) = 0;
   virtual Status doBarrier() = 0;
   // Called once, on the first kTimeout/kIoError (`why`): tell peers (close connections) so

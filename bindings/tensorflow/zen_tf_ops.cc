@@ -35,7 +35,9 @@ REGISTER_OP("ZenAllreduce")
     .Input("tensor_name: string")
     .Output("reduced: T")
     .SetShapeFn(shape_inference::UnchangedShape)
-    .Doc("Sum or average of tensor over all ranks (reduce_op: 0 Sum, 1 Average).");
+    .Doc(
+        "tensor reduced over all ranks (reduce_op, zen_reduce_op_t: 0 Sum, 1 Average, 2 Min, "
+        "3 Max, 4 Product).");
 
 REGISTER_OP("ZenSparseAllreduce")
     .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")

@@ -338,6 +338,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "zen.torch's C++ extension over Zen's C API (libzen.so)";
   m.attr("SUM") = static_cast<int>(ZEN_SUM);
   m.attr("AVERAGE") = static_cast<int>(ZEN_AVERAGE);
+  m.attr("MIN") = static_cast<int>(ZEN_MIN);
+  m.attr("MAX") = static_cast<int>(ZEN_MAX);
+  m.attr("PRODUCT") = static_cast<int>(ZEN_PRODUCT);
   m.def("init", &init);
   m.def("shutdown", &shutdown);
   m.def("is_initialized", [] { return zen_is_initialized() != 0; });

@@ -207,6 +207,57 @@ int everyFunction(int rank, int n) {
   }
   CHILD_CHECK(zen_release(h1) == ZEN_OK && zen_release(h2) == ZEN_OK, 28);
 
+  // Min, max, product (dense only): x_r[i] = (r + i) % 3 - 1 as int32 and float, in one group.
+  {
+    std::vector<int32_t> mn(5), mx(5);
+    std::vector<float> pr(5);
+    for (int i = 0; i < 5; ++i) mn[i] = mx[i] = (rank + i) % 3 - 1;
+    for (int i = 0; i < 5; ++i) pr[i] = i == 0 ? 2.0f : static_cast<float>((rank + i) % 3 - 1);
+    int64_t oShape[1] = {5};
+    zen_op_t group[3] = {};
+    const int32_t codes[3] = {ZEN_MIN, ZEN_MAX, ZEN_PRODUCT};
+    const char* names[3] = {"c.min", "c.max", "c.prod"};
+    void* data[3] = {mn.data(), mx.data(), pr.data()};
+    for (int k = 0; k < 3; ++k) {
+      group[k].kind = ZEN_OP_ALLREDUCE;
+      group[k].name = names[k];
+      group[k].input = zen_tensor_t{data[k], k == 2 ? ZEN_FLOAT32 : ZEN_INT32, 1, oShape};
+      group[k].output = group[k].input;
+      group[k].reduce_op = codes[k];
+    }
+    zen_handle_t hs[3];
+    CHILD_CHECK(zen_enqueue_group(group, 3, hs) == ZEN_OK, 140);
+    for (zen_handle_t h : hs) {
+      CHILD_CHECK(zen_wait(h, kWait) == ZEN_OK && zen_release(h) == ZEN_OK, 141);
+    }
+    for (int i = 0; i < 5; ++i) {
+      int32_t lo = 1, hi = -1;
+      float prod = 1.0f;
+      for (int p = 0; p < n; ++p) {
+        lo = std::min(lo, (p + i) % 3 - 1);
+        hi = std::max(hi, (p + i) % 3 - 1);
+        prod *= i == 0 ? 2.0f : static_cast<float>((p + i) % 3 - 1);
+      }
+      CHILD_CHECK(mn[i] == lo && mx[i] == hi && pr[i] == prod, 142);
+    }
+    // Sparse allreduce refuses them at enqueue, on every rank.
+    const int64_t spRows[2] = {1, 3};
+    const float spValues[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+    const zen_sparse_tensor_t sp{spRows, spValues, 2, 10, 4, ZEN_FLOAT32};
+    for (int32_t op : {ZEN_MIN, ZEN_MAX, ZEN_PRODUCT}) {
+      CHILD_CHECK(zen_enqueue_sparse_allreduce("c.smin", &sp, op, nullptr, ZEN_NO_COMPLETION,
+                                               &h1) == ZEN_INVALID_ARGUMENT,
+                  143);
+      CHILD_CHECK(
+          std::strstr(zen_last_error(), "sparse allreduce reduces with sum or average") != nullptr,
+          144);
+    }
+    CHILD_CHECK(
+        zen_enqueue_allreduce("c.bad", &lt, &lt, 5, ZEN_NO_COMPLETION, &h1) == ZEN_INVALID_ARGUMENT,
+        145);
+    CHILD_CHECK(std::strstr(zen_last_error(), "ZEN_PRODUCT") != nullptr, 146);
+  }
+
   // Sparse allreduce with overlapping and repeated rows: sparse and dense results.
   std::vector<Rows> rows;
   for (int p = 0; p < n; ++p) rows.push_back(makeRows(100 + p, 64, 4, 30));

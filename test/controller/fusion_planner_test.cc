@@ -2,6 +2,7 @@
 
 #include "controller/fusion_planner.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 namespace zen::controller {
@@ -94,6 +95,28 @@ TEST(FusionPlanner, OnlyCompatibleResponsesShareABucket) {
   EXPECT_EQ(buckets(out),
             (std::vector<std::vector<std::string>>{
                 {"a", "b"}, {"avg"}, {"gpu"}, {"bcast"}, {"err"}, {"s1", "s3"}, {"s2"}}));
+}
+
+TEST(FusionPlanner, EachReduceOpFusesOnlyWithItself) {
+  std::vector<Response> in;
+  for (int i = 0; i < 3; ++i) {
+    for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kProduct}) {
+      Response r = dense(fmt::format("{}{}", reduceOpName(op), i), 4);
+      r.reduceOp = op;
+      in.push_back(r);
+    }
+  }
+  const auto out = fuseResponses(in, 1 << 20);
+  EXPECT_EQ(buckets(out),
+            (std::vector<std::vector<std::string>>{{"min0", "min1", "min2"},
+                                                   {"sum0", "sum1", "sum2"},
+                                                   {"max0", "max1", "max2"},
+                                                   {"product0", "product1", "product2"}}));
+  ASSERT_EQ(out.size(), 4u);
+  EXPECT_EQ(out[0].reduceOp, ReduceOp::kMin);
+  EXPECT_EQ(out[1].reduceOp, ReduceOp::kSum);
+  EXPECT_EQ(out[2].reduceOp, ReduceOp::kMax);
+  EXPECT_EQ(out[3].reduceOp, ReduceOp::kProduct);
 }
 
 TEST(FusionPlanner, SparseBucketConcatenatesIndexSpaces) {

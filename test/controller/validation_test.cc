@@ -2,6 +2,7 @@
 
 #include "controller/validation.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "sim_cluster.h"
@@ -78,6 +79,18 @@ TEST(Validation, ShapeDeviceReduceOpRootAndRowSizeMismatches) {
   Request sum = makeRequest(0, "x"), avg = makeRequest(1, "x");
   avg.reduceOp = ReduceOp::kAverage;
   EXPECT_EQ(errorOf({sum, avg}, 2), "tensor 'x': rank 1 sent reduce op average, rank 0 sum");
+  Request mn = makeRequest(0, "x"), mx = makeRequest(1, "x");
+  mn.reduceOp = ReduceOp::kMin;
+  mx.reduceOp = ReduceOp::kMax;
+  EXPECT_EQ(errorOf({mn, mx}, 2), "tensor 'x': rank 1 sent reduce op max, rank 0 min");
+  Request p1 = makeRequest(1, "x");
+  p1.reduceOp = ReduceOp::kProduct;
+  EXPECT_EQ(errorOf({sum, p1}, 2), "tensor 'x': rank 1 sent reduce op product, rank 0 sum");
+  Request mn1 = mn;
+  mn1.rank = 1;
+  const Response agreed = buildResponse("x", entryOf(2, {mn, mn1}), noneJoined(2));
+  EXPECT_EQ(agreed.type, ResponseType::kAllreduce);
+  EXPECT_EQ(agreed.reduceOp, ReduceOp::kMin);
 
   Request b0 = makeRequest(0, "p", OpType::kBroadcast),
           b1 = makeRequest(1, "p", OpType::kBroadcast);
@@ -168,6 +181,35 @@ TEST(Validation, CheckRequestCatchesMalformedRequestsAtEnqueue) {
   EXPECT_FALSE(checkRequest(makeRequest(3, "x"), 2).isOk());
   EXPECT_FALSE(
       checkRequest(makeRequest(0, "g", OpType::kAllgather, DataType::kFloat32, {}), 2).isOk());
+  // Sparse allreduce sums or averages only; dense takes every op.
+  for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    Request sp = sparseRequest(0, "e", 10, 4);
+    sp.reduceOp = op;
+    const Status st = checkRequest(sp, 2);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << reduceOpName(op);
+    EXPECT_EQ(st.message(), fmt::format("tensor 'e': sparse allreduce reduces with sum or average, "
+                                        "not {} (min, max and product are for dense tensors)",
+                                        reduceOpName(op)));
+    Request d = makeRequest(0, "d");
+    d.reduceOp = op;
+    EXPECT_TRUE(checkRequest(d, 2).isOk()) << reduceOpName(op);
+  }
+}
+
+TEST(Validation, CudaMinMaxProductRefusedWhileARankHasJoined) {
+  Request a = makeRequest(0, "x");
+  a.device = Device::cuda(0);
+  a.reduceOp = ReduceOp::kMax;
+  TableEntry entry = entryOf(2, {a});
+  std::vector<bool> joined = {false, true};
+  Response r = buildResponse("x", entry, joined);
+  ASSERT_EQ(r.type, ResponseType::kError);
+  EXPECT_NE(r.errorMessage.find("op max on CUDA tensors while a rank has joined"),
+            std::string::npos)
+      << r.errorMessage;
+  // Host tensors: the CPU executor fills in the identity.
+  a.device = Device::cpu();
+  EXPECT_EQ(buildResponse("x", entryOf(2, {a}), joined).type, ResponseType::kAllreduce);
 }
 
 }  // namespace

@@ -230,6 +230,52 @@ TEST(MessageCodec, BadEnumsAndFieldsAreRejected) {
   EXPECT_FALSE(decodeRequestList(encodeRequestList(list)).isOk());
 }
 
+TEST(MessageCodec, EveryReduceOpRoundTripsAndUnknownCodesAreRejected) {
+  for (ReduceOp op :
+       {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+    RequestList list;
+    Request q;
+    q.name = "x";
+    q.reduceOp = op;
+    list.requests.push_back(q);
+    auto back = decodeRequestList(encodeRequestList(list));
+    ASSERT_TRUE(back.isOk()) << reduceOpName(op);
+    EXPECT_EQ(back.value(), list);
+    ResponseList plan;
+    Response r;
+    r.tensorNames = {"x"};
+    r.shapes = {TensorShape({2})};
+    r.reduceOp = op;
+    plan.responses.push_back(r);
+    auto planBack = decodeResponseList(encodeResponseList(plan));
+    ASSERT_TRUE(planBack.isOk()) << reduceOpName(op);
+    EXPECT_EQ(planBack.value(), plan);
+  }
+  // The reduce op's byte is where kSum and kProduct encodings differ; codes past the last op
+  // (a newer peer's) are refused, not cast.
+  RequestList sum, product;
+  Request q;
+  q.name = "x";
+  sum.requests = {q};
+  q.reduceOp = ReduceOp::kProduct;
+  product.requests = {q};
+  const auto a = encodeRequestList(sum);
+  const auto b = encodeRequestList(product);
+  ASSERT_EQ(a.size(), b.size());
+  size_t at = 0;
+  while (at < a.size() && a[at] == b[at]) ++at;
+  ASSERT_LT(at, a.size());
+  EXPECT_EQ(b[at], static_cast<uint8_t>(ReduceOp::kProduct));
+  for (int code : {kNumReduceOps, 200}) {
+    auto bad = b;
+    bad[at] = static_cast<uint8_t>(code);
+    auto r = decodeRequestList(bad);
+    ASSERT_FALSE(r.isOk()) << code;
+    EXPECT_NE(r.status().message().find("invalid reduce op"), std::string::npos)
+        << r.status().toString();
+  }
+}
+
 TEST(MessageCodec, PerTensorArraysMustMatchTheNames) {
   ResponseList list;
   Response r;

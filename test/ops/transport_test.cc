@@ -4,7 +4,9 @@
 // byte counters against the sizes the test chose.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -241,6 +243,163 @@ TEST_P(TransportTest, AllreduceInt32Wraps) {
     ASSERT_TRUE(t.allreduce(&x, 1, DataType::kInt32).isOk());
     const uint32_t expected = static_cast<uint32_t>(INT32_MAX) * static_cast<uint32_t>(t.size());
     EXPECT_EQ(static_cast<uint32_t>(x), expected);
+  });
+}
+
+// Min, max and product: x_r[i] as below, small integers and signed powers of two, exact in
+// every dtype (bf16 included) and with an exact product whatever the order, so the closed-form
+// reference over r is checked exactly.
+double minMaxValue(int r, size_t i) {
+  return static_cast<double>((i * 7 + static_cast<size_t>(r) * 5) % 11) - 5;  // [-5, 5]
+}
+double productValue(int r, size_t i, bool integral) {
+  if (i % 17 == 3 && r == 0) return 0;  // a zero somewhere
+  static constexpr double kFactors[] = {1, -1, 2, -2, 0.5, 1};
+  const double f = kFactors[(i + static_cast<size_t>(r) * 2) % 6];
+  return integral && f == 0.5 ? -1 : f;
+}
+
+template <typename T>
+T fromDouble(double v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return toHalf(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return toBFloat16(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+template <typename T>
+double toDouble(T v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return static_cast<double>(toFloat(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
+
+// Every rank's result has the same bytes as rank 0's.
+void expectSameBitsEverywhere(Transport& t, const void* data, size_t bytes, const char* what) {
+  std::vector<ByteVector> all;
+  ASSERT_TRUE(t.allgatherv(data, bytes, &all).isOk());
+  for (int p = 1; p < t.size(); ++p) {
+    EXPECT_EQ(all[p], all[0]) << what << ": rank " << p << " differs from rank 0";
+  }
+}
+
+template <typename T>
+void checkReduceOp(Transport& t, DataType dtype, ReduceOp op, size_t count) {
+  const int n = t.size();
+  const bool product = op == ReduceOp::kProduct;
+  const bool integral = std::is_integral_v<T>;
+  std::vector<T> data(count);
+  for (size_t i = 0; i < count; ++i) {
+    data[i] =
+        fromDouble<T>(product ? productValue(t.rank(), i, integral) : minMaxValue(t.rank(), i));
+  }
+  t.resetCounters();
+  ASSERT_TRUE(t.allreduce(data.data(), count, dtype, op).isOk())
+      << dataTypeName(dtype) << " " << reduceOpName(op);
+  const uint64_t sent = t.counters().totalSent();
+  for (size_t i = 0; i < count; ++i) {
+    double expected = product ? 1.0 : minMaxValue(0, i);
+    for (int r = product ? 0 : 1; r < n; ++r) {
+      const double v = product ? productValue(r, i, integral) : minMaxValue(r, i);
+      if (op == ReduceOp::kMin) expected = std::min(expected, v);
+      if (op == ReduceOp::kMax) expected = std::max(expected, v);
+      if (product) expected *= v;
+    }
+    ASSERT_EQ(toDouble(data[i]), expected)
+        << dataTypeName(dtype) << " " << reduceOpName(op) << " element " << i << " of " << count;
+  }
+  expectSameBitsEverywhere(t, data.data(), count * sizeof(T), reduceOpName(op));
+  // The same ring as a sum: the counters do not depend on the op.
+  const uint64_t wire = dataTypeSize(wireDataType(dtype));
+  const uint64_t expected = n == 1 ? 0 : 2 * uint64_t(n - 1) * count * wire;
+  EXPECT_EQ(sumOverRanks(t, sent), expected) << reduceOpName(op);
+}
+
+TEST_P(TransportTest, AllreduceMinMaxProductEveryDtypeInClosedForm) {
+  run([&](Transport& t) {
+    for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{6}, size_t{1001}, size_t{65537}}) {
+        checkReduceOp<float>(t, DataType::kFloat32, op, count);
+        checkReduceOp<double>(t, DataType::kFloat64, op, count);
+        checkReduceOp<int32_t>(t, DataType::kInt32, op, count);
+        checkReduceOp<int64_t>(t, DataType::kInt64, op, count);
+        checkReduceOp<Half>(t, DataType::kFloat16, op, count);
+        checkReduceOp<BFloat16>(t, DataType::kBFloat16, op, count);
+      }
+    }
+  });
+}
+
+// Products that round: every rank still gets the same bits (each element is reduced once and
+// then copied), fp16 rounded once from the fp32 product.
+TEST_P(TransportTest, AllreduceInexactProductHasIdenticalBitsOnEveryRank) {
+  run([&](Transport& t) {
+    const size_t count = 4099;
+    std::vector<float> f(count);
+    std::vector<double> d(count);
+    std::vector<Half> h(count);
+    for (size_t i = 0; i < count; ++i) {
+      const double v = 1.0 + static_cast<double>((i * 13 + t.rank() * 7) % 29) / 31.0;
+      f[i] = static_cast<float>(v);
+      d[i] = v;
+      h[i] = toHalf(static_cast<float>(v));
+    }
+    ASSERT_TRUE(t.allreduce(f.data(), count, DataType::kFloat32, ReduceOp::kProduct).isOk());
+    ASSERT_TRUE(t.allreduce(d.data(), count, DataType::kFloat64, ReduceOp::kProduct).isOk());
+    ASSERT_TRUE(t.allreduce(h.data(), count, DataType::kFloat16, ReduceOp::kProduct).isOk());
+    expectSameBitsEverywhere(t, f.data(), count * sizeof(float), "fp32 product");
+    expectSameBitsEverywhere(t, d.data(), count * sizeof(double), "fp64 product");
+    expectSameBitsEverywhere(t, h.data(), count * sizeof(Half), "fp16 product");
+    for (size_t i = 0; i < count; ++i) {
+      double exact = 1.0;
+      for (int r = 0; r < t.size(); ++r) {
+        exact *= toFloat(
+            toHalf(static_cast<float>(1.0 + static_cast<double>((i * 13 + r * 7) % 29) / 31.0)));
+      }
+      // fp32 products of a handful of factors, rounded once to fp16: within one fp16 ulp.
+      ASSERT_NEAR(toFloat(h[i]), exact, std::abs(exact) * 1e-3) << "element " << i;
+    }
+  });
+}
+
+TEST_P(TransportTest, AllreduceIntegerProductsWrap) {
+  run([&](Transport& t) {
+    int32_t x = 65537;  // 2^16 + 1
+    int64_t y = (int64_t{1} << 40) + 3;
+    ASSERT_TRUE(t.allreduce(&x, 1, DataType::kInt32, ReduceOp::kProduct).isOk());
+    ASSERT_TRUE(t.allreduce(&y, 1, DataType::kInt64, ReduceOp::kProduct).isOk());
+    uint32_t ex = 1;
+    uint64_t ey = 1;
+    for (int r = 0; r < t.size(); ++r) {
+      ex *= 65537u;
+      ey *= (uint64_t{1} << 40) + 3;
+    }
+    EXPECT_EQ(static_cast<uint32_t>(x), ex);
+    EXPECT_EQ(static_cast<uint64_t>(y), ey);
+    int32_t lo = t.rank() == 0 ? INT32_MIN : t.rank();
+    int64_t hi = t.rank() == t.size() - 1 ? INT64_MAX : -t.rank();
+    ASSERT_TRUE(t.allreduce(&lo, 1, DataType::kInt32, ReduceOp::kMin).isOk());
+    ASSERT_TRUE(t.allreduce(&hi, 1, DataType::kInt64, ReduceOp::kMax).isOk());
+    EXPECT_EQ(lo, INT32_MIN);
+    EXPECT_EQ(hi, INT64_MAX);
+  });
+}
+
+TEST_P(TransportTest, AllreduceRefusesAverageAndUnknownOps) {
+  run([&](Transport& t) {
+    float x = 1.0f;
+    EXPECT_EQ(t.allreduce(&x, 1, DataType::kFloat32, ReduceOp::kAverage).code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.allreduce(&x, 1, DataType::kFloat32, static_cast<ReduceOp>(9)).code(),
+              StatusCode::kInvalidArgument);
+    // Argument errors do not break the transport.
+    ASSERT_TRUE(t.allreduce(&x, 1, DataType::kFloat32, ReduceOp::kMax).isOk());
+    EXPECT_EQ(x, 1.0f);
   });
 }
 

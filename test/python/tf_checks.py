@@ -97,10 +97,56 @@ def allreduce_dtypes_and_dims():
     t = small_ints([4], tf.float32)
     assert equal(hvd.allreduce(t, average=False), t * size)
     expect_raises(ValueError, lambda: hvd.allreduce(t, average=True, op=hvd.Sum))
-    for op in (hvd.Adasum, hvd.Min, hvd.Max, hvd.Product):
-        expect_raises(NotImplementedError, lambda: hvd.allreduce(t, op=op))
+    expect_raises(NotImplementedError, lambda: hvd.allreduce(t, op=hvd.Adasum), "Adasum")
+    expect_raises(ValueError, lambda: hvd.allreduce(t, op=17), "unknown op")
     expect_raises(ValueError, lambda: hvd.allreduce(tf.zeros([2], tf.complex64)),
                   "not supported")
+
+
+@check
+def allreduce_min_max_product():
+    """op=Min/Max/Product as horovod.tensorflow, against every rank's input rebuilt here."""
+    size, rank = hvd.size(), hvd.rank()
+    assert (hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product) == (0, 1, 2, 3, 4, 5)
+    for dtype in DTYPES + [tf.uint8, tf.int8, tf.bool]:
+        lo = 0 if dtype in (tf.uint8, tf.bool) else -2
+        hi = 1 if dtype == tf.bool else 2
+        inputs = [np.random.RandomState(10 + r).randint(lo, hi + 1, size=[3, 5])
+                  for r in range(size)]
+        mine = tf.cast(tf.constant(inputs[rank], dtype=tf.int64), dtype)
+        stacked = np.stack(inputs).astype(np.float64)
+        for op, want in ((hvd.Min, stacked.min(0)), (hvd.Max, stacked.max(0)),
+                         (hvd.Product, stacked.prod(0))):
+            out = hvd.allreduce(mine, op=op, name="mmp.%s.%d" % (dtype.name, op))
+            assert out.dtype == dtype and out.shape == mine.shape
+            assert np.array_equal(tf.cast(out, tf.float64).numpy(), want), (dtype, op, out, want)
+    # Every rank gets the same bits from an inexact product.
+    x = tf.linspace(0.9, 1.1, 37) * (1 + rank / 7.0)
+    prod = hvd.allreduce(tf.cast(x, tf.float32), op=hvd.Product, name="mmp.bits")
+    gathered = hvd.allgather(tf.reshape(prod, [1, -1])).numpy()
+    assert all(np.array_equal(gathered[0].view(np.uint32), g.view(np.uint32)) for g in gathered)
+    # Min and Sum tensors reduced in one function never share a bucket.
+    base = small_ints([4], tf.float32)
+    t = base + float(rank)
+
+    @tf.function
+    def mixed(x):
+        return [hvd.allreduce(x, op=op, name="mix.%s.%d" % (n, i))
+                for i in range(3) for op, n in ((hvd.Min, "min"), (hvd.Sum, "sum"))]
+
+    outs = mixed(t)
+    for i in range(3):
+        assert equal(outs[2 * i], base)
+        assert equal(outs[2 * i + 1], base * size + size * (size - 1) / 2)
+    stats = hvd.stats()["tensors"]
+    min_buckets = {stats["allreduce.mix.min.%d" % i]["last_bucket"] for i in range(3)}
+    sum_buckets = {stats["allreduce.mix.sum.%d" % i]["last_bucket"] for i in range(3)}
+    assert not (min_buckets & sum_buckets), (min_buckets, sum_buckets)
+    # The gradient is the allreduce of the gradient with the same op.
+    v = tf.Variable(t)
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(hvd.allreduce(v, op=hvd.Max, name="grad.max"))
+    assert equal(tape.gradient(loss, v), tf.ones([4]))
 
 
 @check
@@ -201,7 +247,11 @@ def indexed_slices_match_dense():
                         compression=hvd.Compression.fp16)
     want = sum(dense_of(indexed_slices(r, 9), 12) for r in range(size))
     assert out.values.dtype == tf.float32 and np.array_equal(dense_of(out, 12), want)
-    expect_raises(NotImplementedError, lambda: hvd.allreduce(full, op=hvd.Max))
+    # Min/Max/Product are for dense tensors: the daemon refuses them at enqueue.
+    for op in (hvd.Min, hvd.Max, hvd.Product):
+        expect_raises(tf.errors.InvalidArgumentError,
+                      lambda: hvd.allreduce(full, op=op, name="sp.max"),
+                      "sparse allreduce reduces with sum or average")
     expect_raises(NotImplementedError, lambda: hvd.allreduce(full, prescale_factor=2.0))
     bad = tf.IndexedSlices(tf.ones([2, 3]), tf.constant([0, 1], tf.int64),
                            tf.constant([12, 4], tf.int64))

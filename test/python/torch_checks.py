@@ -169,10 +169,68 @@ def allreduce_scaling_layouts_and_grad():
     out = hvd.allreduce(x, op=hvd.Sum, compression=hvd.Compression.fp16)
     assert out.dtype == torch.float32 and torch.equal(out, x * size)
     # What Zen does not have.
-    for op in (hvd.Adasum, hvd.Min, hvd.Max, hvd.Product):
-        expect_raises(NotImplementedError, lambda: hvd.allreduce(x, op=op))
+    expect_raises(NotImplementedError, lambda: hvd.allreduce(x, op=hvd.Adasum), "Adasum")
+    expect_raises(ValueError, lambda: hvd.allreduce(x, op=17), "unknown op")
     expect_raises(ValueError, lambda: hvd.allreduce(torch.zeros(2, dtype=torch.complex64)),
                   "not supported")
+
+
+@check
+def allreduce_min_max_product():
+    """op=Min/Max/Product as horovod.torch, checked against every rank's input rebuilt here."""
+    size, rank = hvd.size(), hvd.rank()
+    assert (hvd.Average, hvd.Sum, hvd.Adasum, hvd.Min, hvd.Max, hvd.Product) == (0, 1, 2, 3, 4, 5)
+    for dtype in DTYPES + [torch.uint8, torch.int8, torch.int16, torch.bool]:
+        lo = 0 if dtype in (torch.uint8, torch.bool) else -2
+        hi = 1 if dtype == torch.bool else 2
+
+        def inputs(seed):
+            return [small_ints([3, 5], dtype, seed=seed + r, lo=lo, hi=hi) for r in range(size)]
+
+        mine = inputs(10)[rank]
+        stacked = torch.stack(inputs(10)).to(torch.float64)
+        for op, want in ((hvd.Min, stacked.min(0).values), (hvd.Max, stacked.max(0).values),
+                         (hvd.Product, stacked.prod(0))):
+            out = hvd.allreduce(mine, op=op, name="mmp.%s.%d" % (dtype, op))
+            assert out.dtype == dtype and out.shape == mine.shape
+            assert torch.equal(out, want.to(dtype)), (dtype, op, out, want)
+            # In place and asynchronous too.
+            copy = mine.clone()
+            hvd.synchronize(hvd.allreduce_async_(copy, op=op, name="mmp_.%s.%d" % (dtype, op)))
+            assert torch.equal(copy, want.to(dtype)), (dtype, op)
+    # Every rank gets the same bits from an inexact product.
+    x = torch.linspace(0.9, 1.1, 37, dtype=torch.float32) * (1 + rank / 7.0)
+    prod = hvd.allreduce(x, op=hvd.Product, name="mmp.bits")
+    gathered = hvd.allgather(prod.view(1, -1))
+    assert all(torch.equal(gathered[0], g) for g in gathered), gathered
+    # A Min bucket and a Sum bucket in flight together never fuse.
+    t = small_ints([4], torch.float32) + rank
+    hs = [hvd.allreduce_async(t, op=op, name="mix.%s.%d" % (n, i))
+          for i in range(3) for op, n in ((hvd.Min, "min"), (hvd.Sum, "sum"))]
+    outs = [hvd.synchronize(h) for h in hs]
+    base = small_ints([4], torch.float32)
+    for i in range(3):
+        assert torch.equal(outs[2 * i], base), outs[2 * i]
+        assert torch.equal(outs[2 * i + 1], base * size + size * (size - 1) // 2)
+    stats = hvd.stats()["tensors"]
+    min_buckets = {stats["allreduce.mix.min.%d" % i]["last_bucket"] for i in range(3)}
+    sum_buckets = {stats["allreduce.mix.sum.%d" % i]["last_bucket"] for i in range(3)}
+    assert not (min_buckets & sum_buckets), (min_buckets, sum_buckets)
+    # Grouped, and the autograd path (the gradient is allreduced with the same op).
+    out = hvd.grouped_allreduce([t, t * 2], op=hvd.Max, name="grp.max")
+    assert torch.equal(out[0], base + size - 1) and torch.equal(out[1], 2 * (base + size - 1))
+    g = t.clone().requires_grad_()
+    y = hvd.allreduce(g, op=hvd.Max, name="grad.max")
+    y.backward(torch.ones_like(y))
+    assert torch.equal(g.grad, torch.ones_like(g))
+    # Sparse tensors: Average and Sum only, refused at enqueue on every rank.
+    sp = random_sparse((10, 2), 3, 5)
+    for op in (hvd.Min, hvd.Max, hvd.Product):
+        expect_raises(ValueError, lambda: hvd.sparse_allreduce(sp, name="sp.min", op=op),
+                      "sparse allreduce reduces with sum or average")
+        expect_raises(ValueError, lambda: hvd.allreduce(sp, name="sp.min2", op=op),
+                      "sparse allreduce reduces with sum or average")
+    assert hvd.allreduce(torch.ones(2), op=hvd.Sum, name="mmp.after").tolist() == [size] * 2
 
 
 @check
@@ -317,8 +375,10 @@ def sparse_allreduce_matches_dense():
         want = hvd.allreduce(t.to_dense(), name="spa_dense.%d" % i)
         assert torch.allclose(hvd.synchronize(h).to_dense(), want, atol=1e-6)
     expect_raises(ValueError, lambda: hvd.sparse_allreduce_async(torch.zeros(3)))
+    expect_raises(ValueError, lambda: hvd.sparse_allreduce_async(empty, op=hvd.Max),
+                  "sparse allreduce reduces with sum or average, not max")
     expect_raises(NotImplementedError,
-                  lambda: hvd.sparse_allreduce_async(empty, op=hvd.Max))
+                  lambda: hvd.sparse_allreduce_async(empty, op=hvd.Adasum))
     # Zen's scheme served them (any of them: auto picks).
     schemes = hvd.stats()["buckets_by_scheme"]
     assert any(k in schemes for k in ("zen", "hc", "agsparse", "blocks", "dense")), schemes

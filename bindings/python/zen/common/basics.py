@@ -12,8 +12,8 @@ import os
 import threading
 import warnings
 
-# Reduce operations, numbered as Horovod's (horovod.common.basics); Zen reduces with Average
-# and Sum.
+# Reduce operations, numbered as Horovod's (horovod.common.basics). Zen reduces dense tensors
+# with all but Adasum; sparse ones with Average and Sum only.
 Average = 0
 Sum = 1
 Adasum = 2
@@ -23,7 +23,7 @@ Product = 5
 OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
             Product: "Product"}
 # The C API's zen_reduce_op_t.
-C_OPS = {Average: 1, Sum: 0}
+C_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
 
 LIB_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib",
                         "libzen.so")
@@ -169,7 +169,8 @@ def stop_timeline():
 
 
 def check_op(op, average=None, what="allreduce", warn_average=False):
-    """Horovod's op/average arguments as one of Average, Sum; raises for the others.
+    """Horovod's op/average arguments as one of Average, Sum, Min, Max, Product; raises
+    NotImplementedError for Adasum and ValueError for what is no op at all.
     warn_average: a DeprecationWarning when average is given (as horovod.torch)."""
     if op is not None and average is not None:
         raise ValueError("The op parameter supersedes average. Please provide only one of them.")
@@ -180,7 +181,9 @@ def check_op(op, average=None, what="allreduce", warn_average=False):
         op = Average if average else Sum
     if op is None:
         op = Average
+    if op == Adasum:
+        raise NotImplementedError("%s: zen has no Adasum; use op=Average, Sum, Min, Max or "
+                                  "Product" % what)
     if op not in C_OPS:
-        raise NotImplementedError("%s: zen supports op=Average and op=Sum, not %s" %
-                                  (what, OP_NAMES.get(op, op)))
+        raise ValueError("%s: unknown op %r (Average, Sum, Min, Max or Product)" % (what, op))
     return op

@@ -11,8 +11,9 @@
 
 Keras: opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)). Launch with tools/zenrun
 (TCP) or mpirun. tf.IndexedSlices gradients go through Zen's sparse allreduce (the scheme
-ZEN_SCHEME picks) and come back as tf.IndexedSlices. Zen reduces with Average and Sum and has
-only the global process set.
+ZEN_SCHEME picks) and come back as tf.IndexedSlices. Zen reduces dense tensors with Average,
+Sum, Min, Max and Product (sparse ones with Average and Sum; no Adasum) and has only the
+global process set.
 """
 
 from zen.tensorflow.compression import Compression

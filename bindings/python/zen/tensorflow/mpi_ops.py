@@ -97,7 +97,7 @@ def _from_wire(tensor, dtype):
 # ---- allreduce ----
 
 def _allreduce(tensor, name=None, op=Sum):
-    """The raw dense op: tensor reduced over all ranks (op Average or Sum)."""
+    """The raw dense op: tensor reduced over all ranks (Average, Sum, Min, Max, Product)."""
     wire, dtype = _to_wire(tensor)
     out = _ops.zen_allreduce(wire, _name("allreduce", name, tensor),
                              reduce_op=basics.C_OPS[op])
@@ -127,7 +127,9 @@ def _sparse_allreduce(slices, name=None, op=Average, compression=None):
 def allreduce(tensor, average=None, device_dense="", device_sparse="", compression=None,
               op=None, prescale_factor=1.0, postscale_factor=1.0, name=None,
               process_set=None, ignore_name_scope=False):
-    """The average (op=Average, the default) or sum (op=Sum) of tensor over all ranks.
+    """The average (op=Average, the default), sum (op=Sum), minimum (op=Min), maximum
+    (op=Max) or product (op=Product) of tensor over all ranks; op=Adasum raises
+    NotImplementedError. tf.IndexedSlices take Average and Sum only.
 
     A tf.IndexedSlices (an embedding's gradient) takes Zen's sparse path and comes back as
     tf.IndexedSlices holding the distinct rows of the result; convert it first

@@ -9,8 +9,8 @@
 
 Launch with tools/zenrun (TCP) or mpirun. Beyond Horovod: sparse_allreduce(_async) for
 torch sparse COO tensors (allreduce of a sparse tensor takes the same path), and stats()
-with the daemon's counters. Zen reduces with Average and Sum and has only the global
-process set.
+with the daemon's counters. Zen reduces dense tensors with Average, Sum, Min, Max and
+Product (sparse ones with Average and Sum; no Adasum) and has only the global process set.
 """
 
 from zen.torch.compression import Compression

@@ -25,7 +25,7 @@ except ImportError as e:  # pragma: no cover - a build problem
     raise ImportError("zen.torch: the C++ extension is not built (%s); run tools/build-python "
                       "or `pip install .`" % e) from e
 
-_OPS = {Average: _C.AVERAGE, Sum: _C.SUM}
+_OPS = _basics.C_OPS  # Horovod's op numbers -> the C API's zen_reduce_op_t
 
 
 class HorovodInternalError(RuntimeError):
@@ -382,8 +382,11 @@ HorovodAllreduce = ZenAllreduce
 
 def allreduce(tensor, average=None, name=None, compression=None, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
-    """Averages (op=Average, the default) or sums (op=Sum) tensor over all ranks; returns a
-    new tensor (sparse for a sparse input). Differentiable."""
+    """Averages (op=Average, the default), sums (op=Sum), or takes the minimum (op=Min),
+    maximum (op=Max) or product (op=Product) of tensor over all ranks; returns a new tensor
+    (sparse for a sparse input: Average and Sum only). op=Adasum raises NotImplementedError.
+    Differentiable (the gradient is the allreduce of the gradient with the same op, as
+    horovod.torch)."""
     from zen.torch.compression import Compression
     compression = compression or Compression.none
     if tensor.is_sparse:
