@@ -170,7 +170,12 @@ class Runtime {
               std::chrono::steady_clock::time_point start,
               std::chrono::steady_clock::time_point end,
               const Status& status);
-  void finish(const std::string& name, const Status& status);
+  // Completes this rank's entry of `name` (null: it has none in that response; nothing to do).
+  void finish(const std::string& name, const TensorEntry* entry, const Status& status);
+  // The same for each tensor of a response.
+  void finishAll(const Response& response,
+                 const std::vector<TensorEntry*>& entries,
+                 const Status& status);
   // The cause every rank stops with; *userRequest: a rank asked (not a failure or a stall),
   // *byThisRank: this one.
   Status agreeOnCause(const CycleResult& cycle, bool* userRequest, bool* byThisRank);

@@ -55,7 +55,7 @@ bool Runtime::runCycle() {
   if (tl) tl->markCycle();
   for (TensorEntry* e : queue_.takeNew()) {
     const Status posted = negotiator_->post(e->request, now);
-    if (!posted.isOk()) finish(e->request.name, posted);
+    if (!posted.isOk()) finish(e->request.name, e, posted);
   }
 
   takeAsyncFailure();
@@ -98,7 +98,8 @@ bool Runtime::runCycle() {
 void Runtime::execute(const Response& response, Clock::time_point planned) {
   std::vector<TensorEntry*> entries;
   entries.reserve(response.tensorNames.size());
-  for (const std::string& name : response.tensorNames) entries.push_back(queue_.find(name));
+  // An entry still in an earlier bucket (in flight) is not this response's: take() gives null.
+  for (const std::string& name : response.tensorNames) entries.push_back(queue_.take(name));
 
   const auto start = Clock::now();
   Status status;
@@ -122,7 +123,7 @@ void Runtime::execute(const Response& response, Clock::time_point planned) {
         status = ZEN_ERROR(StatusCode::kAborted, "rank {}: the data plane failed earlier: {}",
                            rank(), describe(dataFailure_));
         record(response, entries, report, bucket, planned, start, Clock::now(), status);
-        for (const std::string& name : response.tensorNames) finish(name, status);
+        finishAll(response, entries, status);
         return;
       }
       // The executor may end the bucket here (the CPU's) or later on its own thread (CUDA's);
@@ -137,7 +138,7 @@ void Runtime::execute(const Response& response, Clock::time_point planned) {
     }
   }
   record(response, entries, report, -1, planned, start, Clock::now(), status);
-  for (const std::string& name : response.tensorNames) finish(name, status);
+  finishAll(response, entries, status);
 }
 
 void Runtime::complete(const Submitted& bucket, const Status& status, const BucketReport& report) {
@@ -150,7 +151,7 @@ void Runtime::complete(const Submitted& bucket, const Status& status, const Buck
          Clock::now(), status);
   const Runtime* outer = completing_;
   completing_ = this;  // on the executor's thread, a callback's shutdown() must not wait
-  for (const std::string& name : bucket.response.tensorNames) finish(name, status);
+  finishAll(bucket.response, bucket.entries, status);
   completing_ = outer;
 }
 
@@ -230,8 +231,14 @@ void Runtime::record(const Response& response,
   }
 }
 
-void Runtime::finish(const std::string& name, const Status& status) {
-  std::unique_ptr<TensorEntry> entry = queue_.remove(name);
+void Runtime::finishAll(const Response& response,
+                        const std::vector<TensorEntry*>& entries,
+                        const Status& status) {
+  for (size_t i = 0; i < entries.size(); ++i) finish(response.tensorNames[i], entries[i], status);
+}
+
+void Runtime::finish(const std::string& name, const TensorEntry* e, const Status& status) {
+  std::unique_ptr<TensorEntry> entry = queue_.remove(name, e);
   if (!entry) return;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,7 +1,6 @@
 // Pending entries by name, and the new ones for the next cycle (core/tensor_queue.h).
 #include "core/tensor_queue.h"
 
-#include <set>
 #include <utility>
 
 namespace zen {
@@ -53,25 +52,29 @@ std::vector<TensorEntry*> TensorQueue::takeNew() {
   return out;
 }
 
-TensorEntry* TensorQueue::find(const std::string& name) {
+TensorEntry* TensorQueue::take(const std::string& name) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(name);
-  return it == entries_.end() ? nullptr : it->second.get();
+  if (it == entries_.end() || !taken_.insert(it->second.get()).second) return nullptr;
+  return it->second.get();
 }
 
-std::unique_ptr<TensorEntry> TensorQueue::remove(const std::string& name) {
+std::unique_ptr<TensorEntry> TensorQueue::remove(const std::string& name,
+                                                 const TensorEntry* entry) {
+  if (entry == nullptr) return nullptr;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(name);
-  if (it == entries_.end()) return nullptr;
-  std::unique_ptr<TensorEntry> entry = std::move(it->second);
+  if (it == entries_.end() || it->second.get() != entry) return nullptr;
+  std::unique_ptr<TensorEntry> removed = std::move(it->second);
   entries_.erase(it);
+  taken_.erase(entry);
   for (auto f = fresh_.begin(); f != fresh_.end(); ++f) {
-    if (*f == entry.get()) {
+    if (*f == entry) {
       fresh_.erase(f);
       break;
     }
   }
-  return entry;
+  return removed;
 }
 
 void TensorQueue::joinCompleted() {
@@ -86,6 +89,7 @@ std::vector<std::unique_ptr<TensorEntry>> TensorQueue::close(const Status& why) 
   for (auto& kv : entries_) out.push_back(std::move(kv.second));
   entries_.clear();
   fresh_.clear();
+  taken_.clear();
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,9 +53,13 @@ class TensorQueue {
 
   // Background thread: the entries added since the last call, in order of arrival.
   std::vector<TensorEntry*> takeNew();
-  // Null when this rank holds no entry of that name (it joined instead of posting it).
-  TensorEntry* find(const std::string& name);
-  std::unique_ptr<TensorEntry> remove(const std::string& name);
+  // Background thread: this rank's entry of `name` for a response of the plan, marked as
+  // taken. Null when this rank holds none that no earlier response took: it joined instead of
+  // posting it (an entry of that name still in an earlier bucket, in flight on an
+  // asynchronous executor, is that bucket's, not this response's).
+  TensorEntry* take(const std::string& name);
+  // Removes `entry`, queued as `name` (never a later entry of that name); null when it is gone.
+  std::unique_ptr<TensorEntry> remove(const std::string& name, const TensorEntry* entry);
   // The join completed: this rank may post again.
   void joinCompleted();
 
@@ -68,6 +73,7 @@ class TensorQueue {
   std::condition_variable cv_;
   std::map<std::string, std::unique_ptr<TensorEntry>> entries_;
   std::vector<TensorEntry*> fresh_;
+  std::set<const TensorEntry*> taken_;  // by a response of the plan, until removed
   bool interrupted_ = false;
   bool joined_ = false;
   Status closed_;

@@ -1,8 +1,12 @@
 // Buckets that an executor ends later, on a thread of its own (Executor::submit, what the CUDA
 // executor's finalizer does): the loop keeps cycling meanwhile, the names stay in flight, the
 // handles complete with the executor's status, shutdown waits for buckets in flight, a
-// callback on that thread may ask for shutdown, and a failure reported there stops the job.
-// Runs on the CPU: the "device" is a CpuExecutor whose completions a gate holds back.
+// callback on that thread may ask for shutdown, a failure reported there stops the job, a
+// joined rank's bucket in flight is not taken for the next operation of its name, and stats
+// and timeline readers may run alongside. Runs on the CPU: the "device" is a CpuExecutor
+// whose completions a gate holds back.
+#include <unistd.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -105,23 +109,33 @@ class GatedExecutor final : public Executor {
   std::thread thread_;
 };
 
-// A runtime of one rank over the executor that make(data transport) builds.
-std::unique_ptr<Runtime> oneRank(
-    const std::function<std::unique_ptr<Executor>(std::unique_ptr<ops::Transport>)>& make) {
-  const Config config = testConfig();
-  auto job = bindings::InProcessJob::make(1);
+using MakeExecutor = std::function<std::unique_ptr<Executor>(std::unique_ptr<ops::Transport>)>;
+
+// Rank `rank` of `job` over the executor that make(data transport) builds.
+std::unique_ptr<Runtime> rankOf(const bindings::InProcessJob& job,
+                                int rank,
+                                const MakeExecutor& make,
+                                const Config& config = testConfig()) {
   ops::TransportOptions o = ops::TransportOptions::fromConfig(config);
+  o.rank = rank;
+  o.size = job.size;
   auto control = ops::createInProcessTransport(job.control, o);
   auto data = ops::createInProcessTransport(job.data, o);
   EXPECT_TRUE(control.isOk() && data.isOk());
-  auto rt = Runtime::create(
-      RuntimeOptions::fromConfig(config, 0, 1),
-      std::make_unique<ops::TransportControlChannel>(std::move(control).value()),
-      std::make_unique<controller::ChannelNegotiator>(
-          controller::NegotiatorOptions::fromConfig(config, 0, 1), makeLogger(0, "off")),
-      make(std::move(data).value()));
+  auto rt =
+      Runtime::create(RuntimeOptions::fromConfig(config, rank, job.size),
+                      std::make_unique<ops::TransportControlChannel>(std::move(control).value()),
+                      std::make_unique<controller::ChannelNegotiator>(
+                          controller::NegotiatorOptions::fromConfig(config, rank, job.size),
+                          makeLogger(rank, "off")),
+                      make(std::move(data).value()));
   EXPECT_TRUE(rt.isOk()) << rt.status().toString();
   return rt.isOk() ? std::move(rt).value() : nullptr;
+}
+
+// A runtime of one rank over the executor that make(data transport) builds.
+std::unique_ptr<Runtime> oneRank(const MakeExecutor& make) {
+  return rankOf(bindings::InProcessJob::make(1), 0, make);
 }
 
 struct GatedRank {
@@ -129,17 +143,49 @@ struct GatedRank {
   std::unique_ptr<Runtime> runtime;
 };
 
-GatedRank makeGatedRank(std::string failing = "") {
+GatedRank makeGatedRank(const bindings::InProcessJob& job,
+                        int r,
+                        std::string failing = "",
+                        const Config& config = testConfig()) {
   GatedRank rank;
-  rank.runtime = oneRank([&](std::unique_ptr<ops::Transport> data) {
-    auto e = std::make_unique<GatedExecutor>(
-        std::make_unique<ops::CpuExecutor>(std::move(data), ops::CpuExecutorOptions{}),
-        std::move(failing));
-    rank.executor = e.get();
-    return e;
-  });
+  rank.runtime = rankOf(
+      job, r,
+      [&](std::unique_ptr<ops::Transport> data) {
+        auto e = std::make_unique<GatedExecutor>(
+            std::make_unique<ops::CpuExecutor>(std::move(data), ops::CpuExecutorOptions{}),
+            std::move(failing));
+        rank.executor = e.get();
+        return e;
+      },
+      config);
   return rank;
 }
+
+GatedRank makeGatedRank(std::string failing = "") {
+  return makeGatedRank(bindings::InProcessJob::make(1), 0, std::move(failing));
+}
+
+// Two ranks over gated executors; rank 1's gate is open from the start, rank 0's is closed.
+struct GatedPair {
+  explicit GatedPair(const Config& config = testConfig()) {
+    auto job = bindings::InProcessJob::make(2);
+    for (int r = 0; r < 2; ++r) ranks.push_back(makeGatedRank(job, r, "", config));
+    ranks[1].executor->open();
+  }
+  ~GatedPair() {
+    ranks[0].executor->open();
+    for (GatedRank& g : ranks) (void)g.runtime->shutdown();
+  }
+  Runtime& rt(int r) { return *ranks[static_cast<size_t>(r)].runtime; }
+  // fn(rank) on one thread per rank; every wait inside must be bounded.
+  void onEachRank(const std::function<void(int)>& fn) {
+    std::thread other([&] { fn(1); });
+    fn(0);
+    other.join();
+  }
+  GatedExecutor& executor(int r) { return *ranks[static_cast<size_t>(r)].executor; }
+  std::vector<GatedRank> ranks;
+};
 
 TEST(RuntimeAsync, TheLoopKeepsGoingWhileBucketsAreInFlight) {
   GatedRank g = makeGatedRank();
@@ -226,6 +272,147 @@ TEST(RuntimeAsync, AFailureReportedLaterStopsTheRankWithItsCause) {
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.toString();
   EXPECT_NE(s.message().find("rank 0 failed: Aborted: device lost"), std::string::npos)
       << s.message();
+}
+
+// A rank that joined while its own "x" is still in flight is asked to run the other ranks'
+// next "x" (a joined rank contributes zeros). That bucket is not this rank's entry: the old
+// one must neither be fed to it (its tensor is still in use, and the others would sum its
+// data) nor be completed, freed or recorded by it.
+TEST(RuntimeAsync, AJoinedRanksBucketInFlightIsNotTheNextOneOfTheSameName) {
+  GatedPair pair;
+  std::vector<float> x0 = {1, 2}, x1 = {10, 20};
+  auto h0 = pair.rt(0).enqueue(
+      TensorOp::allreduce("x", denseView(x0, {2}), denseView(x0, {2}), ReduceOp::kSum));
+  auto h1 = pair.rt(1).enqueue(
+      TensorOp::allreduce("x", denseView(x1, {2}), denseView(x1, {2}), ReduceOp::kSum));
+  ASSERT_TRUE(h0.isOk() && h1.isOk());
+  ASSERT_TRUE(waitFor(h1.value()).isOk());
+  ASSERT_TRUE(pair.executor(0).waitSubmitted(1));
+  EXPECT_FALSE(h0.value().poll());  // rank 0's "x" is in flight: its gate is closed
+
+  auto join0 = pair.rt(0).enqueue(TensorOp::join());
+  ASSERT_TRUE(join0.isOk()) << join0.status().toString();
+  std::vector<float> next1 = {100, 200};
+  auto n1 = pair.rt(1).enqueue(
+      TensorOp::allreduce("x", denseView(next1, {2}), denseView(next1, {2}), ReduceOp::kSum));
+  ASSERT_TRUE(n1.isOk()) << n1.status().toString();
+  ASSERT_TRUE(waitFor(n1.value()).isOk());
+  EXPECT_EQ(next1, (std::vector<float>{100, 200}));  // rank 0 joined: it adds zeros
+  EXPECT_EQ(x0, (std::vector<float>{11, 22}));       // its tensor in flight is left alone
+  EXPECT_FALSE(h0.value().poll());
+
+  auto join1 = pair.rt(1).enqueue(TensorOp::join());
+  ASSERT_TRUE(join1.isOk());
+  EXPECT_TRUE(waitFor(join1.value()).isOk());
+  EXPECT_TRUE(waitFor(join0.value()).isOk());
+  pair.executor(0).open();
+  EXPECT_TRUE(waitFor(h0.value()).isOk());
+  EXPECT_EQ(x0, (std::vector<float>{11, 22}));
+  const RuntimeStats stats = pair.rt(0).stats();
+  EXPECT_EQ(stats.tensors.at("x").completed, 1u);
+  EXPECT_EQ(stats.tensors.at("x").failed, 0u);
+  // Rank 0 may post "x" again, and that entry is its own.
+  std::vector<float> again0 = {3, 4}, again1 = {30, 40};
+  auto a0 = pair.rt(0).enqueue(
+      TensorOp::allreduce("x", denseView(again0, {2}), denseView(again0, {2}), ReduceOp::kSum));
+  auto a1 = pair.rt(1).enqueue(
+      TensorOp::allreduce("x", denseView(again1, {2}), denseView(again1, {2}), ReduceOp::kSum));
+  ASSERT_TRUE(a0.isOk() && a1.isOk());
+  EXPECT_TRUE(waitFor(a0.value()).isOk());
+  EXPECT_TRUE(waitFor(a1.value()).isOk());
+  EXPECT_EQ(again0, (std::vector<float>{33, 44}));
+}
+
+// The same for a response the loop completes itself: an error about the other ranks' next
+// "x" (a broadcast from rank 0, which has joined) must not fail rank 0's "x" in flight.
+TEST(RuntimeAsync, AnErrorAboutTheNextOpOfANameLeavesTheBucketInFlightAlone) {
+  GatedPair pair;
+  std::vector<float> x0 = {1, 2}, x1 = {10, 20};
+  auto h0 = pair.rt(0).enqueue(
+      TensorOp::allreduce("x", denseView(x0, {2}), denseView(x0, {2}), ReduceOp::kSum));
+  auto h1 = pair.rt(1).enqueue(
+      TensorOp::allreduce("x", denseView(x1, {2}), denseView(x1, {2}), ReduceOp::kSum));
+  ASSERT_TRUE(h0.isOk() && h1.isOk());
+  ASSERT_TRUE(waitFor(h1.value()).isOk());
+  ASSERT_TRUE(pair.executor(0).waitSubmitted(1));
+
+  auto join0 = pair.rt(0).enqueue(TensorOp::join());
+  ASSERT_TRUE(join0.isOk());
+  std::vector<float> b1 = {5, 6};
+  auto bad = pair.rt(1).enqueue(TensorOp::broadcast("x", denseView(b1, {2}), 0));
+  ASSERT_TRUE(bad.isOk()) << bad.status().toString();
+  const Status refused = waitFor(bad.value());
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.toString();
+  EXPECT_FALSE(h0.value().poll()) << h0.value().wait(0).toString();
+
+  auto join1 = pair.rt(1).enqueue(TensorOp::join());
+  ASSERT_TRUE(join1.isOk());
+  EXPECT_TRUE(waitFor(join1.value()).isOk());
+  EXPECT_TRUE(waitFor(join0.value()).isOk());
+  pair.executor(0).open();
+  EXPECT_TRUE(waitFor(h0.value()).isOk());
+  EXPECT_EQ(x0, (std::vector<float>{11, 22}));
+  EXPECT_EQ(pair.rt(0).stats().tensors.at("x").completed, 1u);
+  EXPECT_EQ(pair.rt(0).stats().tensors.at("x").failed, 0u);
+}
+
+// Steps whose buckets end on the executors' threads while the loops plan the next ones, with
+// another thread per rank reading the stats and starting and stopping the timeline the whole
+// time: everything the two threads share (stats, timeline, queue, handles) is locked (the
+// ThreadSanitizer build checks it) and every result is right.
+TEST(RuntimeAsync, StepsEndingOnTheExecutorsThreadWhileOthersReadStatsAndTimeline) {
+  GatedPair pair(testConfig({{"ZEN_TIMELINE", "DYNAMIC"}}));
+  pair.executor(0).open();
+  const int steps = 60;
+  std::atomic<bool> done{false};
+  std::vector<std::thread> observers;
+  for (int r = 0; r < 2; ++r) {
+    observers.emplace_back([&, r] {
+      const std::string path =
+          ::testing::TempDir() + "async_observed" + std::to_string(getpid()) + ".json";
+      Runtime& rt = pair.rt(r);
+      for (int i = 0; !done.load(); ++i) {
+        EXPECT_LE(rt.stats().completed, static_cast<uint64_t>(3 * steps));
+        if (i % 2 == 0) {
+          EXPECT_TRUE(rt.startTimeline(path, i % 4 == 0).isOk());
+        } else {
+          EXPECT_TRUE(rt.stopTimeline().isOk());
+        }
+        EXPECT_TRUE(rt.status().isOk());
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+  }
+  pair.onEachRank([&](int r) {
+    Runtime& rt = pair.rt(r);
+    for (int step = 0; step < steps; ++step) {
+      std::vector<std::vector<float>> data(3);
+      std::vector<TensorOp> ops;
+      std::atomic<int> called{0};
+      for (int t = 0; t < 3; ++t) {
+        data[t].assign(static_cast<size_t>(t + 1), static_cast<float>((r + 1) * (step + t)));
+        const auto n = static_cast<int64_t>(t + 1);
+        ops.push_back(TensorOp::allreduce("t" + std::to_string(t), denseView(data[t], {n}),
+                                          denseView(data[t], {n}), ReduceOp::kSum)
+                          .withCallback([&](const Status&, OpResult&) { ++called; }));
+      }
+      auto handles = rt.enqueueGroup(std::move(ops));
+      ASSERT_TRUE(handles.isOk()) << handles.status().toString();
+      for (int t = 0; t < 3; ++t) {
+        ASSERT_TRUE(waitFor(handles.value()[static_cast<size_t>(t)]).isOk());
+        for (float v : data[t]) ASSERT_EQ(v, static_cast<float>(3 * (step + t)));
+      }
+      EXPECT_EQ(called.load(), 3);
+    }
+  });
+  done = true;
+  for (auto& t : observers) t.join();
+  for (int r = 0; r < 2; ++r) {
+    const RuntimeStats stats = pair.rt(r).stats();
+    EXPECT_EQ(stats.completed, static_cast<uint64_t>(3 * steps));
+    EXPECT_EQ(stats.failed, 0u);
+    EXPECT_EQ(stats.tensors.at("t2").completed, static_cast<uint64_t>(steps));
+  }
 }
 
 TEST(RuntimeAsync, HostOnlyExecutorsRefuseDeviceTensorsAtEnqueue) {
