@@ -34,6 +34,9 @@ void BM_PartitionZen(benchmark::State& state) {
   HashPartitioner partitioner(map, {}, &pool);
   PushLists out;
   PartitionStats stats;
+  // One untimed call first: the partitioner keeps its scratch across calls (a training loop
+  // partitions every step), so the timed calls measure the steady state, not first touch.
+  if (!partitioner.partition(in.view(), &out, &stats).isOk()) state.SkipWithError("failed");
   for (auto _ : state) {
     if (!partitioner.partition(in.view(), &out, &stats).isOk()) state.SkipWithError("failed");
     benchmark::DoNotOptimize(out.positions.data());
@@ -108,6 +111,7 @@ void BM_PartitionZenAblation(benchmark::State& state) {
   HashPartitioner partitioner(map, options, &pool);
   PushLists out;
   PartitionStats stats;
+  if (!partitioner.partition(in.view(), &out, &stats).isOk()) state.SkipWithError("failed");
   for (auto _ : state) {
     if (!partitioner.partition(in.view(), &out, &stats).isOk()) state.SkipWithError("failed");
     benchmark::DoNotOptimize(out.positions.data());

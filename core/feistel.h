@@ -25,6 +25,11 @@ class FeistelPermutation {
   }
 
   ZEN_HOST_DEVICE uint64_t domain() const { return domain_; }
+  // The network's parameters, for the CPU's batched evaluation (core/feistel_batch.h).
+  ZEN_HOST_DEVICE int hiBits() const { return hiBits_; }
+  ZEN_HOST_DEVICE int loBits() const { return loBits_; }
+  ZEN_HOST_DEVICE uint64_t key(int round) const { return keys_[round]; }
+  static ZEN_HOST_DEVICE uint64_t roundFunction(uint64_t c, uint64_t key) { return round(c, key); }
 
   ZEN_HOST_DEVICE uint64_t forward(uint64_t x) const {
     do {

@@ -6,7 +6,8 @@
 //     type and rounded once to the tensor dtype, are compacted in bit order.
 //   decode (every rank, every part): validate the payload, then walk the bitmap a 64-bit word
 //     at a time (ctz + clear-lowest-bit) and send the k-th set bit's position p to
-//     index = map.indexOf(j, p) with the k-th row.
+//     index = map.indexOf(j, p) with the k-th row; the inverse permutation runs over batches
+//     of 256 positions (core/feistel_batch.h, bit-identical to indexOf).
 // Bytes on the wire per rank, received: sum over the n - 1 other servers of
 // ceil(|I_j| / 8) + nnz_j * rowBytes, i.e. about (n - 1) / n * (|G| / 8 + aggregated nnz *
 // rowBytes); the n bitmaps including one's own total exactly ceil(|G| / 8).
@@ -15,6 +16,8 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+
+#include "core/feistel_batch.h"
 
 namespace zen {
 namespace {
@@ -40,6 +43,31 @@ void forEachSetBit(const uint8_t* bitmap, size_t bytes, Fn&& fn) {
   uint64_t m = 0;
   for (size_t b = full * 8; b < bytes; ++b) m |= uint64_t{bitmap[b]} << (8 * (b - full * 8));
   for (; m != 0; m &= m - 1) fn(full * 64 + static_cast<uint64_t>(__builtin_ctzll(m)));
+}
+
+// Calls fn(indices, count, first) for the set bits of a bitmap in order, up to
+// FeistelBatch::kBatch at a time: indices[i] = map.indexOf(part, p_i) of the (first + i)-th
+// set bit. The inverse permutation runs batched (core/feistel_batch.h), bit-identical to
+// indexOf but without its per-index latency chain.
+template <typename Fn>
+void forEachSetBitIndex(
+    const IndexMap& map, uint32_t part, const uint8_t* bitmap, size_t bytes, Fn&& fn) {
+  const IndexMapBatch batch(map);
+  uint64_t pos[FeistelBatch::kBatch];
+  uint64_t idx[FeistelBatch::kBatch];
+  size_t n = 0;
+  int64_t first = 0;
+  auto flush = [&] {
+    batch.indexOf(part, pos, idx, n);
+    fn(static_cast<const uint64_t*>(idx), n, first);
+    first += static_cast<int64_t>(n);
+    n = 0;
+  };
+  forEachSetBit(bitmap, bytes, [&](uint64_t p) {
+    pos[n++] = p;
+    if (n == FeistelBatch::kBatch) flush();
+  });
+  if (n > 0) flush();
 }
 
 int64_t popcount(const uint8_t* bitmap, size_t bytes) {
@@ -112,9 +140,14 @@ Status encode(const PartitionAggregator& agg, double scale, EncodedPart* out) {
   const std::vector<uint64_t>& words = agg.occupancy();
   const size_t bytes = static_cast<size_t>((size + 7) / 8);
   out->bitmap.resize(bytes);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  // Bit p of word p / 64, LSB first, is already byte p / 8's bit p % 8 in memory.
+  if (bytes > 0) std::memcpy(out->bitmap.data(), words.data(), bytes);
+#else
   for (size_t b = 0; b < bytes; ++b) {
     out->bitmap[b] = static_cast<uint8_t>(words[b / 8] >> (8 * (b % 8)));
   }
+#endif
   out->count = agg.occupied();
   const size_t rowBytes = static_cast<size_t>(agg.rowSize()) * dataTypeSize(agg.dtype());
   out->values.resize(static_cast<size_t>(out->count) * rowBytes);
@@ -159,11 +192,18 @@ Status decodeToDense(const IndexMap& map,
   ZEN_CHECK_ARG(out.data != nullptr, "output for {} decoded rows has no buffer", count);
   auto* dst = static_cast<std::byte*>(out.data);
   const auto* src = static_cast<const std::byte*>(values);
-  forEachSetBit(bitmap, bitmapBytes, [&](uint64_t pos) {
-    const uint64_t idx = map.indexOf(part, pos);
-    std::memcpy(dst + idx * rowBytes, src, rowBytes);
-    src += rowBytes;
-  });
+  forEachSetBitIndex(map, part, bitmap, bitmapBytes,
+                     [&](const uint64_t* idx, size_t n, int64_t /*first*/) {
+                       if (rowBytes == 4) {
+                         for (size_t i = 0; i < n; ++i, src += 4) {
+                           std::memcpy(dst + idx[i] * 4, src, 4);
+                         }
+                       } else {
+                         for (size_t i = 0; i < n; ++i, src += rowBytes) {
+                           std::memcpy(dst + idx[i] * rowBytes, src, rowBytes);
+                         }
+                       }
+                     });
   return Status::ok();
 }
 
@@ -197,8 +237,10 @@ Status decodeToSparse(const IndexMap& map,
   const size_t first = out->indices.size();
   out->indices.resize(first + static_cast<size_t>(count));
   int64_t* idx = out->indices.data() + first;
-  forEachSetBit(bitmap, bitmapBytes,
-                [&](uint64_t pos) { *idx++ = static_cast<int64_t>(map.indexOf(part, pos)); });
+  forEachSetBitIndex(map, part, bitmap, bitmapBytes,
+                     [&](const uint64_t* batch, size_t n, int64_t /*first*/) {
+                       for (size_t i = 0; i < n; ++i) *idx++ = static_cast<int64_t>(batch[i]);
+                     });
   const size_t valueStart = out->values.size();
   out->values.resize(valueStart + valueBytes);
   if (valueBytes > 0) std::memcpy(out->values.data() + valueStart, values, valueBytes);

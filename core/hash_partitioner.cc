@@ -1,18 +1,35 @@
 // Algorithm 1, data-independent hierarchical hashing, on the CPU (ALGORITHMS.md §3).
 //
-// Steps for nnz input entries and n partitions:
-//   A. claim   (parallel over entries): (owner, pos) = IndexMap::place(idx); try k slots
-//      h_1..h_k(pos) of the owner's parallel memory with compare-exchange(kEmpty ->
-//      pos:entry), one 8-byte word so the claim and its claimer cost one cache line.
-//      A slot already holding pos is a duplicate on this rank (summed in C). After k
-//      failures append to the owner's bounded serial memory; past it, to an overflow list.
-//   B. compact (parallel over slices of slots): count, prefix-sum into per-owner offsets,
-//      write each owner's positions and first rows; serial + overflow entries are sorted by
-//      position and coalesced per owner.
-//   C. merge   (parallel over duplicate groups): sum every repeated index's rows, in entry
-//      order, in the accumulator type.
-// Cost: one pass over the entries plus one over 1.5x nnz slots. Scratch: 8 bytes per slot
-// (r1 = memoryFactor * nnz / n per owner) + 8 per serial entry, reused across calls.
+// Steps for nnz input entries and n partitions (owners):
+//   1. level 1 (parallel over tasks of kEntriesPerTask entries): (owner, pos) =
+//      IndexMap::place(idx), evaluated in batches (core/feistel_batch.h, bit-identical to the
+//      scalar map the GPU and the other ranks use). The entry goes to bucket
+//      owner * subs + sub, where sub splits the owner's positions into `subs` equal ranges
+//      (subs is chosen so that a bucket's parallel memory fits in L2); a counting sort inside
+//      the task's range groups its entries by bucket as pos << 32 | entry words.
+//   2. level 2 (parallel over buckets; one thread owns a bucket): the bucket's parallel
+//      memory has r1 = memoryFactor x (its entries) slots; each entry, in entry order, tries
+//      the k probes h_1..h_k(pos). An empty slot is claimed (pos << 32 | out row) and the
+//      entry's row is copied to the output; a slot holding pos means a duplicate on this
+//      rank (summed below); after k failures the entry goes to the serial memory (bounded to
+//      r2 = serialFraction x r1 entries, at least 64; past that, the overflow list — the
+//      fallback that loses nothing). Serial and overflow entries are sorted by position and
+//      coalesced; every duplicate group is summed in entry order in the accumulator type.
+//      Rows are written from out row bucketStart (a bucket has at most as many distinct
+//      positions as entries), so no second pass is needed to find offsets.
+//   3. layout: per-owner offsets from the bucket counts; if duplicates left gaps, the
+//      buckets' rows slide down into place (one ordered memmove per bucket).
+// This is the paper's algorithm with the GPU's "many threads, one partition" mapping turned
+// into the CPU's "one thread, one cache-sized slice of a partition": the claim is a plain
+// read and write (no locked compare-exchange, no cache line shared between cores), the
+// slice's slots stay in L2, and the input rows are read in entry order. The GPU keeps the
+// atomicCAS claim (cuda/hash_partition_steps.h). Output per owner: its buckets in position-
+// range order; inside a bucket, first appearances in entry order, then the spilled positions
+// ascending (the order is unspecified to callers; it does not depend on the thread count).
+// Cost: one batched Feistel pass, one local scatter, one pass of k probes over L2-resident
+// tables. Scratch: 8 bytes per entry, plus the row when carried (rows of <= 32 bytes), plus
+// one bucket's parallel memory (8 bytes per slot) per thread: buckets claimed one after the
+// other on a thread reuse its table.
 // Wire bytes produced for owner p: count(p) * (4 + rowBytes).
 #include "core/hash_partitioner.h"
 
@@ -20,33 +37,46 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
 
+#include "core/feistel_batch.h"
 #include "core/row_sum.h"
 
 namespace zen {
 namespace {
 
-// A slot is (local position << 32 | claiming entry); all-ones is no position, so EMPTY.
+// A slot is (local position << 32 | output row); all-ones is no position, so EMPTY.
 constexpr uint64_t kEmpty = std::numeric_limits<uint64_t>::max();
 constexpr uint64_t kMaxEntries = std::numeric_limits<uint32_t>::max();
-
-uint64_t packSlot(uint32_t pos, int64_t entry) {
-  return (static_cast<uint64_t>(pos) << 32) | static_cast<uint64_t>(entry);
-}
-uint32_t slotPos(uint64_t slot) {
-  return static_cast<uint32_t>(slot >> 32);
-}
-int64_t slotEntry(uint64_t slot) {
-  return static_cast<int64_t>(slot & 0xffffffffULL);
-}
-constexpr int64_t kEntriesPerTask = 1 << 14;
-constexpr int64_t kSlotsPerSlice = 1 << 15;
+constexpr int64_t kEntriesPerTask = 1 << 13;
 constexpr int64_t kMinSerial = 64;
-constexpr int64_t kBatch = 32;
-constexpr uint64_t kBadEntry = std::numeric_limits<uint64_t>::max();
+// A bucket's parallel memory should stay in L2 (1 MiB here) beside its input and output.
+constexpr double kTableBytes = 256 * 1024;
+constexpr int64_t kMaxSubs = 1024;
+constexpr int64_t kMinBucketEntries = 4096;
+constexpr int32_t kRowAhead = 16;
+constexpr size_t kMaxCarriedRowBytes = 32;
+constexpr int32_t kSlotAhead = 8;
+constexpr int64_t kSegmentAhead = 2;
 
 int64_t ceilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
+}
+
+void copyRow(std::byte* dst, const std::byte* src, size_t rowBytes) {
+  switch (rowBytes) {
+    case 2:
+      std::memcpy(dst, src, 2);
+      return;
+    case 4:
+      std::memcpy(dst, src, 4);
+      return;
+    case 8:
+      std::memcpy(dst, src, 8);
+      return;
+    default:
+      std::memcpy(dst, src, rowBytes);
+  }
 }
 
 }  // namespace
@@ -64,261 +94,194 @@ HashPartitioner::HashPartitioner(const IndexMap& map,
   }
 }
 
-HashPartitioner::Sizing HashPartitioner::sizeFor(int64_t nnz) const {
-  const int64_t n = map_.numParts();
-  Sizing s;
-  const double perPart = static_cast<double>(nnz) / static_cast<double>(n);
-  s.r1 = std::max<int64_t>(8, static_cast<int64_t>(std::ceil(options_.memoryFactor * perPart)));
-  s.r2 = std::max<int64_t>(kMinSerial,
-                           static_cast<int64_t>(std::ceil(options_.serialFraction * s.r1)));
-  return s;
-}
-
 size_t HashPartitioner::scratchBytes() const {
-  size_t bytes = slotCapacity_ * sizeof(uint64_t) + serial_.capacity() * sizeof(int64_t);
-  for (const auto& d : taskDuplicates_) bytes += d.capacity() * sizeof(d[0]);
-  for (const auto& o : taskOverflow_) bytes += o.capacity() * sizeof(o[0]);
-  for (const auto& s : spill_) bytes += s.capacity() * sizeof(s[0]);
-  return bytes;
+  return bucketed_.capacity() * sizeof(uint64_t) + carried_.capacity() +
+         slots_.capacity() * sizeof(uint64_t) + segments_.capacity() * sizeof(uint32_t);
 }
 
-void HashPartitioner::reserve(const Sizing& sizing, int64_t /*nnz*/, int64_t tasks) {
-  const int64_t n = map_.numParts();
-  const size_t slots = static_cast<size_t>(n * sizing.r1);
-  if (slots > slotCapacity_) {
-    slots_.reset(new std::atomic<uint64_t>[slots]);
-    slotCapacity_ = slots;
-  }
-  if (serial_.size() < static_cast<size_t>(n * sizing.r2)) serial_.resize(n * sizing.r2);
-  if (!serialCount_ || spill_.size() != static_cast<size_t>(n)) {
-    serialCount_.reset(new std::atomic<int64_t>[n]);
-    spill_.assign(n, {});
-  }
-  for (int64_t p = 0; p < n; ++p) serialCount_[p].store(0, std::memory_order_relaxed);
-  // Exactly `tasks` lists: the later phases walk all of them, so none may keep an earlier
-  // call's entries.
-  taskDuplicates_.resize(tasks);
-  taskOverflow_.resize(tasks);
-  for (int64_t t = 0; t < tasks; ++t) {
-    taskDuplicates_[t].clear();
-    taskOverflow_[t].clear();
-  }
-  const int64_t fillTasks = ceilDiv(static_cast<int64_t>(slots), kSlotsPerSlice);
-  pool_->parallelFor(fillTasks, [&](int64_t t) {
-    const size_t end = std::min(slots, static_cast<size_t>((t + 1) * kSlotsPerSlice));
-    for (size_t s = t * kSlotsPerSlice; s < end; ++s) {
-      slots_[s].store(kEmpty, std::memory_order_relaxed);
+int64_t HashPartitioner::placeTask(const SparseView& in, int64_t task) {
+  const int64_t begin = task * kEntriesPerTask;
+  const int64_t end = std::min(in.nnz, begin + kEntriesPerTask);
+  const IndexMapBatch batch(map_);
+  const uint64_t numRows = map_.numRows();
+  std::vector<int32_t> count(static_cast<size_t>(buckets_ + 1), 0);
+  // Level 1 into a task-local buffer (pos << 32 | bucket), counting per bucket. The local
+  // buffers stay in this thread's cache from task to task; the scattered writes of the
+  // counting sort go there, and the sorted task is copied out in one sequential pass.
+  uint64_t placed[kEntriesPerTask];
+  uint64_t sorted[kEntriesPerTask];
+  uint64_t idx[FeistelBatch::kBatch];
+  uint64_t perm[FeistelBatch::kBatch];
+  int64_t bad = -1;
+  for (int64_t start = begin; start < end; start += FeistelBatch::kBatch) {
+    const int64_t m = std::min<int64_t>(FeistelBatch::kBatch, end - start);
+    for (int64_t i = 0; i < m; ++i) {
+      const int64_t x = in.indices[start + i];
+      const bool ok = static_cast<uint64_t>(x) < numRows;  // also rejects negatives
+      if (!ok && bad < 0) bad = start + i;
+      idx[i] = ok ? static_cast<uint64_t>(x) : 0;
     }
-  });
-}
-
-int64_t HashPartitioner::claim(const SparseView& in, const Sizing& sizing, int64_t tasks) {
-  std::atomic<int64_t> firstBad{std::numeric_limits<int64_t>::max()};
-  const int k = hashes_.count();
-  const uint64_t r1 = static_cast<uint64_t>(sizing.r1);
-  pool_->parallelFor(tasks, [&](int64_t t) {
-    auto& duplicates = taskDuplicates_[t];
-    auto& overflow = taskOverflow_[t];
-    const int64_t end = std::min(in.nnz, (t + 1) * kEntriesPerTask);
-    // Entries go in batches: place all, prefetch their first slots, then claim. A locked
-    // compare-exchange stalls the pipeline, so without the prefetch every claim would pay a
-    // full cache miss in series; with it the misses overlap.
-    uint64_t slotOfEntry[kBatch];
-    uint32_t posOfEntry[kBatch];
-    for (int64_t batch = t * kEntriesPerTask; batch < end; batch += kBatch) {
-      const int64_t count = std::min<int64_t>(kBatch, end - batch);
-      for (int64_t b = 0; b < count; ++b) {
-        const int64_t idx = in.indices[batch + b];
-        if (idx < 0 || idx >= in.numRows) {
-          slotOfEntry[b] = kBadEntry;
-          continue;
-        }
-        const IndexMap::Place place = map_.place(static_cast<uint64_t>(idx));
-        posOfEntry[b] = static_cast<uint32_t>(place.pos);
-        slotOfEntry[b] = place.owner * r1;  // the owner's base; probes add to it
-        __builtin_prefetch(&slots_[slotOfEntry[b] + hashes_.probe(0, posOfEntry[b], r1)], 1);
-      }
-      for (int64_t b = 0; b < count; ++b) {
-        const int64_t i = batch + b;
-        if (slotOfEntry[b] == kBadEntry) {
-          int64_t seen = firstBad.load();
-          while (i < seen && !firstBad.compare_exchange_weak(seen, i)) {
-          }
-          continue;
-        }
-        const uint32_t pos = posOfEntry[b];
-        const uint64_t base = slotOfEntry[b];
-        bool done = false;
-        for (int h = 0; h < k && !done; ++h) {
-          const uint64_t s = base + hashes_.probe(h, pos, r1);
-          uint64_t expected = kEmpty;
-          if (slots_[s].compare_exchange_strong(expected, packSlot(pos, i),
-                                                std::memory_order_acq_rel)) {
-            done = true;
-          } else if (slotPos(expected) == pos) {
-            duplicates.emplace_back(static_cast<int64_t>(s), i);
-            done = true;
-          }
-        }
-        if (done) continue;
-        const uint64_t owner = base / r1;
-        const int64_t at = serialCount_[owner].fetch_add(1, std::memory_order_relaxed);
-        if (at < sizing.r2) {
-          serial_[owner * sizing.r2 + at] = i;
-        } else {
-          overflow.push_back(i);  // bounded serial memory is full: fall back, never drop
-        }
-      }
+    if (bad >= 0) return bad;  // the task's first bad entry: the call fails
+    batch.permute(idx, perm, static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) {
+      uint64_t owner;
+      uint64_t pos;
+      batch.split(perm[i], &owner, &pos);
+      const uint64_t bucket = owner * static_cast<uint64_t>(subs_) + ((pos * subMul_) >> 32);
+      placed[start - begin + i] = (pos << 32) | bucket;
+      ++count[bucket + 1];
     }
-  });
-  const int64_t bad = firstBad.load();
-  return bad == std::numeric_limits<int64_t>::max() ? -1 : bad;
+  }
+  // Counting sort inside the task's range, stable, so each bucket's entries stay ascending.
+  // Segments are stored bucket-major, so the claim of one bucket reads them in a row.
+  for (int64_t b = 0; b < buckets_; ++b) {
+    segments_[b * tasks_ + task] =
+        static_cast<uint32_t>(count[b]) | (static_cast<uint32_t>(count[b + 1]) << 16);
+    count[b + 1] += count[b];
+  }
+  std::vector<int32_t> cursor(count.begin(), count.end() - 1);
+  for (int64_t i = 0; i < end - begin; ++i) {
+    const uint64_t w = placed[i];
+    const uint64_t bucket = w & 0xffffffffULL;
+    sorted[cursor[bucket]++] = (w & 0xffffffff00000000ULL) | static_cast<uint64_t>(begin + i);
+  }
+  std::memcpy(bucketed_.data() + begin, sorted,
+              static_cast<size_t>(end - begin) * sizeof(uint64_t));
+  if (carryRows_) {
+    // Small rows travel with their words: the claim then reads them sequentially instead
+    // of one cache (and TLB) miss per row in a large input.
+    const size_t rowBytes = in.rowBytes();
+    const auto* src = static_cast<const std::byte*>(in.values);
+    std::byte* dst = carried_.data() + static_cast<size_t>(begin) * rowBytes;
+    for (int64_t k = 0; k < end - begin; ++k) {
+      copyRow(dst + static_cast<size_t>(k) * rowBytes, src + (sorted[k] & 0xffffffffULL) * rowBytes,
+              rowBytes);
+    }
+  }
+  return -1;
 }
 
-void HashPartitioner::compact(const SparseView& in,
-                              const Sizing& sizing,
-                              PushLists* out,
-                              PartitionStats* stats) {
-  const int64_t n = map_.numParts();
-  const int64_t slicesPerPart = ceilDiv(sizing.r1, kSlotsPerSlice);
-  const int64_t slices = n * slicesPerPart;
+HashPartitioner::BucketResult HashPartitioner::claimBucket(const SparseView& in,
+                                                           int64_t bucket,
+                                                           int64_t tasks,
+                                                           PushLists* out) {
+  BucketResult result;
+  const int64_t base = bucketStart_[bucket];
+  const uint64_t r1 = static_cast<uint64_t>(tableStart_[bucket + 1] - tableStart_[bucket]);
+  if (bucketStart_[bucket + 1] == base) return result;
+  // A table from the pool: only the buckets being claimed right now need one.
+  size_t tableIndex = 0;
+  {
+    std::lock_guard<std::mutex> lock(tableMu_);
+    tableIndex = freeTables_.back();
+    freeTables_.pop_back();
+  }
+  uint64_t* table = slots_.data() + tableIndex * maxR1_;
+  const uint32_t* segs = segments_.data() + bucket * tasks;
+  std::fill(table, table + r1, kEmpty);
   const size_t rowBytes = in.rowBytes();
-
-  // Entries outside the parallel memory: sort by position so repeats are adjacent.
-  for (auto& s : spill_) s.clear();
-  for (int64_t p = 0; p < n; ++p) {
-    const int64_t count = std::min(serialCount_[p].load(), sizing.r2);
-    for (int64_t j = 0; j < count; ++j) {
-      const int64_t i = serial_[p * sizing.r2 + j];
-      spill_[p].emplace_back(static_cast<uint32_t>(map_.localPos(in.indices[i])), i);
+  const auto* inValues = static_cast<const std::byte*>(in.values);
+  uint32_t* positions = out->positions.data() + base;
+  std::byte* values = out->values.data() + static_cast<size_t>(base) * rowBytes;
+  const int k = hashes_.count();
+  std::vector<uint64_t> serial;  // pos << 32 | entry: k probes failed
+  std::vector<uint64_t> dups;    // out row << 32 | entry: a repeat of a claimed position
+  uint32_t row = 0;
+  for (int64_t t = 0; t < tasks; ++t) {
+    const uint32_t segment = segs[t];
+    const int32_t first = static_cast<int32_t>(segment & 0xffff);
+    const int32_t stop = first + static_cast<int32_t>(segment >> 16);
+    if (t + kSegmentAhead < tasks) {
+      // The next segments are elsewhere (another task's range): fetch their first lines.
+      const uint32_t next = segs[t + kSegmentAhead];
+      const int64_t at = (t + kSegmentAhead) * kEntriesPerTask + (next & 0xffff);
+      __builtin_prefetch(bucketed_.data() + at);
+      __builtin_prefetch(bucketed_.data() + at + 8);
+      if (carryRows_) __builtin_prefetch(carried_.data() + static_cast<size_t>(at) * rowBytes);
     }
-  }
-  for (const auto& overflow : taskOverflow_) {
-    for (int64_t i : overflow) {
-      const auto place = map_.place(in.indices[i]);
-      spill_[place.owner].emplace_back(static_cast<uint32_t>(place.pos), i);
-    }
-  }
-  std::vector<int64_t> spillUnique(n, 0);
-  pool_->parallelFor(n, [&](int64_t p) {
-    std::sort(spill_[p].begin(), spill_[p].end());
-    int64_t unique = 0;
-    for (size_t j = 0; j < spill_[p].size(); ++j) {
-      unique += j == 0 || spill_[p][j].first != spill_[p][j - 1].first;
-    }
-    spillUnique[p] = unique;
-  });
-
-  // Count occupied slots per slice, then lay out: per owner, its slices then its spill.
-  sliceCount_.assign(slices + n, 0);
-  auto sliceRange = [&](int64_t slice) {
-    const int64_t p = slice / slicesPerPart;
-    const int64_t begin = p * sizing.r1 + (slice % slicesPerPart) * kSlotsPerSlice;
-    const int64_t end = std::min(begin + kSlotsPerSlice, (p + 1) * sizing.r1);
-    return std::pair<int64_t, int64_t>(begin, end);
-  };
-  pool_->parallelFor(slices, [&](int64_t slice) {
-    const auto [begin, end] = sliceRange(slice);
-    int64_t count = 0;
-    for (int64_t s = begin; s < end; ++s) {
-      count += slots_[s].load(std::memory_order_relaxed) != kEmpty;
-    }
-    sliceCount_[slice] = count;
-  });
-  out->offsets.assign(n + 1, 0);
-  std::vector<int64_t> sliceStart(slices);
-  std::vector<int64_t> spillStart(n);
-  int64_t running = 0;
-  for (int64_t p = 0; p < n; ++p) {
-    out->offsets[p] = running;
-    for (int64_t j = 0; j < slicesPerPart; ++j) {
-      sliceStart[p * slicesPerPart + j] = running;
-      running += sliceCount_[p * slicesPerPart + j];
-    }
-    spillStart[p] = running;
-    running += spillUnique[p];
-  }
-  out->offsets[n] = running;
-  out->positions.resize(running);
-  out->values.resize(static_cast<size_t>(running) * rowBytes);
-  out->dtype = in.dtype;
-  out->rowSize = in.rowSize;
-
-  // Write positions and first rows. A slot then holds its row's offset inside the owner's
-  // list, which phase C needs to find where a duplicate's row goes.
-  pool_->parallelFor(slices + n, [&](int64_t task) {
-    if (task < slices) {
-      const auto [begin, end] = sliceRange(task);
-      const int64_t ownerStart = out->offsets[task / slicesPerPart];
-      int64_t o = sliceStart[task];
-      for (int64_t s = begin; s < end; ++s) {
-        const uint64_t slot = slots_[s].load(std::memory_order_relaxed);
-        if (slot == kEmpty) continue;
-        out->positions[o] = slotPos(slot);
-        std::memcpy(out->values.data() + o * rowBytes, in.row(slotEntry(slot)), rowBytes);
-        // From here on the slot's high half is its row's offset in the owner's list.
-        slots_[s].store(packSlot(static_cast<uint32_t>(o - ownerStart), slotEntry(slot)),
-                        std::memory_order_relaxed);
-        ++o;
+    const uint64_t* w = bucketed_.data() + t * kEntriesPerTask;
+    const std::byte* rows =
+        carryRows_ ? carried_.data() + static_cast<size_t>(t * kEntriesPerTask) * rowBytes
+                   : nullptr;
+    for (int32_t j = first; j < stop; ++j) {
+      // Rows not carried are read in entry order but sparsely (one bucket's share of the
+      // input): fetch a few entries ahead, and the first probe's slot of the next entries.
+      if (!carryRows_ && j + kRowAhead < stop) {
+        __builtin_prefetch(inValues + (w[j + kRowAhead] & 0xffffffffULL) * rowBytes);
       }
-      return;
+      if (j + kSlotAhead < stop) {
+        __builtin_prefetch(table + hashes_.probe(0, w[j + kSlotAhead] >> 32, r1), 1);
+      }
+      const uint64_t word = w[j];
+      const uint64_t pos = word >> 32;
+      const uint64_t entry = word & 0xffffffffULL;
+      bool done = false;
+      for (int h = 0; h < k; ++h) {
+        uint64_t& slot = table[hashes_.probe(h, pos, r1)];
+        if (slot == kEmpty) {
+          slot = (pos << 32) | row;
+          positions[row] = static_cast<uint32_t>(pos);
+          copyRow(
+              values + static_cast<size_t>(row) * rowBytes,
+              carryRows_ ? rows + static_cast<size_t>(j) * rowBytes : inValues + entry * rowBytes,
+              rowBytes);
+          ++row;
+          done = true;
+          break;
+        }
+        if ((slot >> 32) == pos) {
+          dups.push_back((slot << 32) | entry);
+          done = true;
+          break;
+        }
+      }
+      if (!done) serial.push_back(word);
     }
-    const int64_t p = task - slices;
-    const auto& spill = spill_[p];
-    int64_t o = spillStart[p];
-    for (size_t j = 0; j < spill.size();) {
+  }
+  {
+    std::lock_guard<std::mutex> lock(tableMu_);
+    freeTables_.push_back(tableIndex);
+  }
+  // Duplicates: members are the claimer (first in entry order; its row is already in the
+  // output) and the repeats, summed in entry order, rounded once.
+  if (!dups.empty()) {
+    std::sort(dups.begin(), dups.end());
+    std::vector<std::byte> first(rowBytes);
+    for (size_t j = 0; j < dups.size();) {
+      const uint32_t r = static_cast<uint32_t>(dups[j] >> 32);
       size_t end = j + 1;
-      while (end < spill.size() && spill[end].first == spill[j].first) ++end;
-      out->positions[o] = spill[j].first;
+      while (end < dups.size() && (dups[end] >> 32) == r) ++end;
+      std::byte* dst = values + static_cast<size_t>(r) * rowBytes;
+      std::memcpy(first.data(), dst, rowBytes);
       sumRows(
-          in.dtype, in.rowSize, static_cast<int64_t>(end - j),
-          [&](int64_t r) { return in.row(spill[j + r].second); },
-          out->values.data() + o * rowBytes);
-      ++o;
+          in.dtype, in.rowSize, static_cast<int64_t>(end - j + 1),
+          [&](int64_t m) {
+            return m == 0 ? first.data() : inValues + (dups[j + m - 1] & 0xffffffffULL) * rowBytes;
+          },
+          dst);
       j = end;
     }
-  });
-
-  if (stats != nullptr) {
-    stats->spilled = 0;
-    stats->overflowed = 0;
-    for (int64_t p = 0; p < n; ++p) {
-      stats->spilled += spillUnique[p];
-      stats->overflowed += std::max<int64_t>(0, serialCount_[p].load() - sizing.r2);
-    }
   }
-}
-
-void HashPartitioner::mergeDuplicates(const SparseView& in, const Sizing& sizing, PushLists* out) {
-  std::vector<std::pair<int64_t, int64_t>> dups;  // (slot, entry)
-  for (const auto& d : taskDuplicates_) dups.insert(dups.end(), d.begin(), d.end());
-  if (dups.empty()) return;
-  std::sort(dups.begin(), dups.end());
-  // Split into one task per group of equal slots, batched so tasks are not tiny.
-  std::vector<size_t> groupStart;
-  for (size_t j = 0; j < dups.size(); ++j) {
-    if (j == 0 || dups[j].first != dups[j - 1].first) groupStart.push_back(j);
+  // Serial memory (r2 entries) and its overflow: by position, then entry; coalesced.
+  const int64_t r2 =
+      std::max<int64_t>(kMinSerial, static_cast<int64_t>(std::ceil(options_.serialFraction * r1)));
+  result.overflowed = std::max<int64_t>(0, static_cast<int64_t>(serial.size()) - r2);
+  std::sort(serial.begin(), serial.end());
+  for (size_t j = 0; j < serial.size();) {
+    const uint64_t pos = serial[j] >> 32;
+    size_t end = j + 1;
+    while (end < serial.size() && (serial[end] >> 32) == pos) ++end;
+    positions[row] = static_cast<uint32_t>(pos);
+    sumRows(
+        in.dtype, in.rowSize, static_cast<int64_t>(end - j),
+        [&](int64_t m) { return inValues + (serial[j + m] & 0xffffffffULL) * rowBytes; },
+        values + static_cast<size_t>(row) * rowBytes);
+    ++row;
+    ++result.spilled;
+    j = end;
   }
-  groupStart.push_back(dups.size());
-  const int64_t groups = static_cast<int64_t>(groupStart.size()) - 1;
-  const int64_t perTask = std::max<int64_t>(1, groups / (4 * pool_->size()));
-  const size_t rowBytes = in.rowBytes();
-  pool_->parallelFor(ceilDiv(groups, perTask), [&](int64_t t) {
-    std::vector<int64_t> members;
-    for (int64_t g = t * perTask; g < std::min(groups, (t + 1) * perTask); ++g) {
-      const int64_t slot = dups[groupStart[g]].first;
-      const uint64_t word = slots_[slot].load(std::memory_order_relaxed);
-      members.assign(1, slotEntry(word));
-      for (size_t j = groupStart[g]; j < groupStart[g + 1]; ++j) members.push_back(dups[j].second);
-      // Entry order, not claim order, so the sum is the same whichever thread claimed first.
-      std::sort(members.begin(), members.end());
-      const int64_t owner = slot / sizing.r1;
-      const int64_t o = out->offsets[owner] + slotPos(word);
-      sumRows(
-          in.dtype, in.rowSize, static_cast<int64_t>(members.size()),
-          [&](int64_t r) { return in.row(members[r]); }, out->values.data() + o * rowBytes);
-    }
-  });
+  result.count = row;
+  return result;
 }
 
 Status checkPartitionInput(const IndexMap& map,
@@ -344,24 +307,104 @@ Status checkPartitionInput(const IndexMap& map,
 Status HashPartitioner::partition(const SparseView& in, PushLists* out, PartitionStats* stats) {
   ZEN_RETURN_IF_ERROR(
       checkPartitionInput(map_, in, Device::Kind::kCpu, static_cast<int64_t>(kMaxEntries) - 1));
+  const int64_t n = map_.numParts();
+  const int64_t nnz = in.nnz;
+  const size_t rowBytes = in.rowBytes();
 
-  const Sizing sizing = sizeFor(in.nnz);
-  const int64_t tasks = ceilDiv(in.nnz, kEntriesPerTask);
-  reserve(sizing, in.nnz, tasks);
-  const int64_t bad = claim(in, sizing, tasks);
-  if (bad >= 0) {
-    return ZEN_ERROR(StatusCode::kInvalidArgument,
-                     "index {} at position {} is out of range [0, {})", in.indices[bad], bad,
-                     in.numRows);
+  // Layout: split owners into position ranges until a bucket's table fits kTableBytes and
+  // there are a few buckets per thread to balance.
+  subs_ = 1;
+  const auto tableBytes = [&](int64_t subs) {
+    return options_.memoryFactor * 8.0 * static_cast<double>(nnz) / static_cast<double>(n * subs);
+  };
+  while (subs_ < kMaxSubs &&
+         (tableBytes(subs_) > kTableBytes ||
+          (n * subs_ < 4 * pool_->size() && nnz / (n * subs_) >= 2 * kMinBucketEntries))) {
+    subs_ *= 2;
   }
+  subMul_ = (static_cast<uint64_t>(subs_) << 32) / map_.chunk();
+  buckets_ = n * subs_;
+
+  // Step 1: level 1 and the per-task counting sort.
+  const int64_t tasks = ceilDiv(nnz, kEntriesPerTask);
+  if (bucketed_.size() < static_cast<size_t>(nnz)) bucketed_.resize(nnz);
+  carryRows_ = rowBytes <= kMaxCarriedRowBytes;
+  if (carryRows_ && carried_.size() < static_cast<size_t>(nnz) * rowBytes) {
+    carried_.resize(static_cast<size_t>(nnz) * rowBytes);
+  }
+  tasks_ = tasks;
+  segments_.resize(static_cast<size_t>(tasks * buckets_));
+  taskBad_.assign(tasks, -1);
+  pool_->parallelFor(tasks, [&](int64_t t) { taskBad_[t] = placeTask(in, t); });
+  for (int64_t t = 0; t < tasks; ++t) {
+    if (taskBad_[t] >= 0) {
+      const int64_t bad = taskBad_[t];
+      return ZEN_ERROR(StatusCode::kInvalidArgument,
+                       "index {} at position {} is out of range [0, {})", in.indices[bad], bad,
+                       in.numRows);
+    }
+  }
+
+  // Bucket sizes, provisional output rows and parallel memory per bucket.
+  bucketStart_.assign(buckets_ + 1, 0);
+  for (int64_t b = 0; b < buckets_; ++b) {
+    const uint32_t* segs = segments_.data() + b * tasks;
+    for (int64_t t = 0; t < tasks; ++t) bucketStart_[b + 1] += segs[t] >> 16;
+  }
+  tableStart_.assign(buckets_ + 1, 0);
+  maxR1_ = 0;
+  for (int64_t b = 0; b < buckets_; ++b) {
+    const int64_t entries = bucketStart_[b + 1];
+    const int64_t r1 =
+        entries == 0
+            ? 0
+            : std::max<int64_t>(8, static_cast<int64_t>(std::ceil(options_.memoryFactor *
+                                                                  static_cast<double>(entries))));
+    bucketStart_[b + 1] += bucketStart_[b];
+    tableStart_[b + 1] = tableStart_[b] + r1;
+    maxR1_ = std::max(maxR1_, static_cast<size_t>(r1));
+  }
+  const size_t tables = static_cast<size_t>(std::min<int64_t>(buckets_, pool_->size()));
+  if (slots_.size() < tables * maxR1_) slots_.resize(tables * maxR1_);
+  freeTables_.resize(tables);
+  for (size_t t = 0; t < tables; ++t) freeTables_[t] = t;
+  out->offsets.assign(n + 1, 0);
+  out->positions.resize(nnz);
+  out->values.resize(static_cast<size_t>(nnz) * rowBytes);
+  out->dtype = in.dtype;
+  out->rowSize = in.rowSize;
+
+  // Step 2: level 2, one bucket per task.
+  results_.assign(buckets_, BucketResult{});
+  pool_->parallelFor(buckets_, [&](int64_t b) { results_[b] = claimBucket(in, b, tasks, out); });
+
+  // Step 3: offsets, and close the gaps duplicates left.
+  int64_t running = 0;
   PartitionStats local;
-  compact(in, sizing, out, &local);
-  mergeDuplicates(in, sizing, out);
+  for (int64_t b = 0; b < buckets_; ++b) {
+    if (b % subs_ == 0) out->offsets[b / subs_] = running;
+    const int64_t count = results_[b].count;
+    const int64_t from = bucketStart_[b];
+    if (from != running && count > 0) {
+      std::memmove(out->positions.data() + running, out->positions.data() + from,
+                   static_cast<size_t>(count) * sizeof(uint32_t));
+      std::memmove(out->values.data() + static_cast<size_t>(running) * rowBytes,
+                   out->values.data() + static_cast<size_t>(from) * rowBytes,
+                   static_cast<size_t>(count) * rowBytes);
+    }
+    running += count;
+    local.spilled += results_[b].spilled;
+    local.overflowed += results_[b].overflowed;
+  }
+  out->offsets[n] = running;
+  out->positions.resize(running);
+  out->values.resize(static_cast<size_t>(running) * rowBytes);
+
   if (stats != nullptr) {
     *stats = local;
-    stats->input = in.nnz;
-    stats->unique = out->total();
-    stats->duplicates = in.nnz - out->total();
+    stats->input = nnz;
+    stats->unique = running;
+    stats->duplicates = nnz - running;
     stats->lost = 0;
     stats->scratchBytes = scratchBytes();
   }

@@ -1,8 +1,8 @@
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "core/hash.h"
@@ -30,48 +30,64 @@ Status checkPartitionInput(const IndexMap& map,
                            int64_t maxEntries);
 
 // Algorithm 1 (ALGORITHMS.md §3): data-independent hierarchical hashing, the Push
-// partitioner. Level 1 is IndexMap::place (owner + local position); level 2 claims a slot in
-// the owner's parallel memory with compare-exchange over k probes, then appends to a bounded
-// serial memory, then to an overflow list: nothing is ever dropped. Duplicate indices on this
-// rank are summed (in the accumulator type). Scratch memory is kept and reused across calls.
+// partitioner. Level 1 is IndexMap::place (owner + local position), evaluated in batches and
+// used to bucket the entries by owner (a histogram and a scatter); level 2 claims a slot in
+// the owner's parallel memory over k probes, then appends to a bounded serial memory, then
+// to an overflow list: nothing is ever dropped. On the CPU each owner's parallel memory is
+// split by position range into slices small enough for L2, and one thread claims a slice's
+// entries, so a claim is a plain read and write instead of a locked compare-exchange (the
+// GPU keeps atomicCAS: cuda/hash_partition_steps.h). Duplicate indices on this rank are
+// summed in entry order (in the accumulator type). Scratch memory is reused across calls.
 class HashPartitioner {
  public:
   // pool == nullptr runs single-threaded on the calling thread.
   HashPartitioner(const IndexMap& map, HashPartitionOptions options, ThreadPool* pool);
 
   // Splits `in` into per-owner lists. Fails (nothing written) on an index out of range.
+  // Within an owner's list the order is unspecified (it is deterministic: by position
+  // range, then first appearance, then the spilled positions in ascending order).
   Status partition(const SparseView& in, PushLists* out, PartitionStats* stats = nullptr);
 
   size_t scratchBytes() const;
 
  private:
-  struct Sizing {
-    int64_t r1 = 0;  // parallel slots per partition
-    int64_t r2 = 0;  // serial entries per partition
+  struct BucketResult {
+    int64_t count = 0;       // distinct positions written
+    int64_t spilled = 0;     // distinct positions that went through the serial memory
+    int64_t overflowed = 0;  // entries past the bounded serial memory
   };
-  Sizing sizeFor(int64_t nnz) const;
-  void reserve(const Sizing& sizing, int64_t nnz, int64_t tasks);
-  // Phase A: claim slots; returns the first out-of-range entry or -1.
-  int64_t claim(const SparseView& in, const Sizing& sizing, int64_t tasks);
-  // Phase B: per-partition counts, offsets, positions and first rows.
-  void compact(const SparseView& in, const Sizing& sizing, PushLists* out, PartitionStats* stats);
-  // Phase C: sum the rows of repeated indices in the accumulator type.
-  void mergeDuplicates(const SparseView& in, const Sizing& sizing, PushLists* out);
+  // Step 1, one task's entries: level 1, then a counting sort by bucket inside the task's
+  // range. Returns the task's first out-of-range entry or -1.
+  int64_t placeTask(const SparseView& in, int64_t task);
+  // Step 2, one bucket: level 2; writes its rows from out row bucketStart_[bucket] on.
+  BucketResult claimBucket(const SparseView& in, int64_t bucket, int64_t tasks, PushLists* out);
 
   IndexMap map_;
   HashPartitionOptions options_;
   HashFamily hashes_;
   std::unique_ptr<ThreadPool> ownPool_;  // when the caller gives none: run on this thread
   ThreadPool* pool_;
+  // Layout of the current call: numParts * subs_ buckets, bucket = owner * subs_ + sub, where
+  // sub = (pos * subMul_) >> 32 splits an owner's positions into subs_ equal ranges.
+  int64_t subs_ = 1;
+  uint64_t subMul_ = 0;
+  int64_t buckets_ = 0;
   // Scratch, sized for the largest input so far and reused across calls.
-  std::unique_ptr<std::atomic<uint64_t>[]> slots_;  // numParts * r1: (position, claimer) or empty
-  size_t slotCapacity_ = 0;
-  std::vector<int64_t> serial_;  // numParts * r2: input entries that found k slots taken
-  std::unique_ptr<std::atomic<int64_t>[]> serialCount_;
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> taskDuplicates_;  // (slot, entry)
-  std::vector<std::vector<int64_t>> taskOverflow_;                        // entries
-  std::vector<std::vector<std::pair<uint32_t, int64_t>>> spill_;          // per part: (pos, entry)
-  std::vector<int64_t> sliceCount_;
+  std::vector<uint64_t> bucketed_;  // nnz: pos << 32 | entry, by task, then bucket, then entry
+  bool carryRows_ = false;          // rows of at most kMaxCarriedRowBytes move with their words
+  std::vector<std::byte> carried_;  // nnz rows in bucketed_ order, when carryRows_
+  int64_t tasks_ = 0;
+  std::vector<uint32_t> segments_;    // buckets * tasks: start | count << 16 of a bucket in a task
+  std::vector<int64_t> bucketStart_;  // buckets + 1: entries in the buckets before each
+  std::vector<int64_t> tableStart_;   // buckets + 1: parallel slots of the buckets before each
+  // Parallel memory, one table of maxR1_ slots per thread (pos << 32 | out row, or empty),
+  // handed to the bucket being claimed.
+  std::vector<uint64_t> slots_;
+  size_t maxR1_ = 0;
+  std::mutex tableMu_;
+  std::vector<size_t> freeTables_;
+  std::vector<BucketResult> results_;  // buckets
+  std::vector<int64_t> taskBad_;       // tasks
 };
 
 }  // namespace zen

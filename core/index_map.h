@@ -35,6 +35,7 @@ class IndexMap {
   ZEN_HOST_DEVICE uint64_t numRows() const { return numRows_; }
   ZEN_HOST_DEVICE int numParts() const { return numParts_; }
   ZEN_HOST_DEVICE uint64_t chunk() const { return chunk_; }
+  ZEN_HOST_DEVICE const FeistelPermutation& permutation() const { return perm_; }
 
   ZEN_HOST_DEVICE Place place(uint64_t idx) const {
     const uint64_t p = perm_.forward(idx);

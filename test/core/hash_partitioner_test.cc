@@ -111,7 +111,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"f64", 16, 50000, 10000, 1, DataType::kFloat64, 2},
                       Case{"i32", 5, 20000, 6000, 2, DataType::kInt32, 2},
                       Case{"i64_big", 16, 1000000, 200000, 1, DataType::kInt64, 4},
-                      Case{"parts_exceed_rows", 16, 10, 10, 1, DataType::kFloat32, 2}),
+                      Case{"parts_exceed_rows", 16, 10, 10, 1, DataType::kFloat32, 2},
+                      // Owners split into several position-range buckets (one part, spread
+                      // over the threads; large tables), rows too wide to be carried.
+                      Case{"one_part_split", 1, 1000000, 100000, 1, DataType::kFloat32, 2},
+                      Case{"wide_rows_split", 3, 2000000, 150000, 12, DataType::kFloat32, 2}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(HashPartitioner, EdgeIndicesEmptyAndFull) {
@@ -213,6 +217,25 @@ TEST(HashPartitioner, SameIndexSameOwnerAndPositionOnEveryRank) {
     }
   }
   EXPECT_GE(shared, 2000);
+}
+
+TEST(HashPartitioner, OutputDoesNotDependOnTheThreadCount) {
+  std::mt19937_64 rng(18);
+  const int64_t rows = 3000000;
+  const IndexMap map(rows, 3, 19);
+  std::vector<int64_t> idx;
+  for (int i = 0; i < 200000; ++i) idx.push_back(testing::zipfDraw(rows, 1.1, rng));
+  const auto in = makeSparse(idx, rows, 2, DataType::kFloat32, rng);
+  PushLists want;
+  HashPartitioner(map, {}, nullptr).partition(in.view(), &want);
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    PushLists got;
+    ASSERT_TRUE(HashPartitioner(map, {}, &pool).partition(in.view(), &got).isOk());
+    EXPECT_EQ(got.offsets, want.offsets);
+    EXPECT_EQ(got.positions, want.positions);
+    EXPECT_TRUE(got.values == want.values) << threads << " threads";
+  }
 }
 
 TEST(HashPartitioner, RunsWithoutAPool) {
