@@ -130,21 +130,31 @@ double allreduceInput(uint64_t salt, int r, size_t i) {
   return static_cast<double>(static_cast<int>((salt + i * 13 + r * 5) % 17) - 8);
 }
 
-TEST(NcclCommGpu, AllreduceEveryDtypeSumAndAverage) {
+// A product's input: signed powers of two up to 2, so that any order of multiplication over up
+// to 8 ranks is exact in every dtype, fp16 and bf16 included.
+double productInput(uint64_t salt, int r, size_t i) {
+  static constexpr double kFactors[] = {1, -1, 2, -2};
+  return kFactors[(salt + i * 7 + static_cast<size_t>(r) * 3) % 4];
+}
+
+// Every ReduceOp (ncclSum/Avg/Min/Max/Prod); min, max and product exact.
+TEST(NcclCommGpu, AllreduceEveryDtypeAndOp) {
   const uint64_t salt = testSeed();
   const size_t count = 100003;
   for (int n : testRankCounts()) {
     for (DataType dtype : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
                            DataType::kFloat64, DataType::kInt32, DataType::kInt64}) {
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                          ReduceOp::kProduct}) {
         runRanks(n, [&](RankContext& c) {
           const size_t es = dataTypeSize(dtype);
           std::vector<uint8_t> host(count * es);
           dispatchDataType(dtype, [&](auto tag) {
             using T = decltype(tag);
             for (size_t i = 0; i < count; ++i) {
-              const T v = fromAccumulator<T, AccumulatorT<T>>(
-                  static_cast<AccumulatorT<T>>(allreduceInput(salt, c.rank, i)));
+              const T v = fromAccumulator<T, AccumulatorT<T>>(static_cast<AccumulatorT<T>>(
+                  op == ReduceOp::kProduct ? productInput(salt, c.rank, i)
+                                           : allreduceInput(salt, c.rank, i)));
               std::memcpy(host.data() + i * es, &v, es);
             }
           });
@@ -159,19 +169,29 @@ TEST(NcclCommGpu, AllreduceEveryDtypeSumAndAverage) {
             using Acc = AccumulatorT<T>;
             const bool integer = dtype == DataType::kInt32 || dtype == DataType::kInt64;
             for (size_t i = 0; i < count; ++i) {
-              double sum = 0;
-              for (int p = 0; p < n; ++p) sum += allreduceInput(salt, p, i);
+              double sum = 0, lo = 1e300, hi = -1e300, prod = 1;
+              for (int p = 0; p < n; ++p) {
+                const double x = allreduceInput(salt, p, i);
+                sum += x;
+                lo = std::min(lo, x);
+                hi = std::max(hi, x);
+                prod *= productInput(salt, p, i);
+              }
               double want = sum;
               if (op == ReduceOp::kAverage) {
                 want = integer ? static_cast<double>(static_cast<int64_t>(sum) / n) : sum / n;
               }
+              if (op == ReduceOp::kMin) want = lo;
+              if (op == ReduceOp::kMax) want = hi;
+              if (op == ReduceOp::kProduct) want = prod;
+              const bool exactOp = op != ReduceOp::kAverage;
               T v;
               std::memcpy(&v, got.data() + i * es, es);
               const double have = static_cast<double>(toAccumulator<Acc>(v));
-              const double tol = (op == ReduceOp::kSum || integer) ? 0.0
-                                 : (dtype == DataType::kBFloat16)  ? 0.02 * std::abs(want) + 1e-2
-                                 : (dtype == DataType::kFloat16)   ? 2e-3 * std::abs(want) + 1e-3
-                                                                   : 1e-6 * std::abs(want) + 1e-6;
+              const double tol = (exactOp || integer)             ? 0.0
+                                 : (dtype == DataType::kBFloat16) ? 0.02 * std::abs(want) + 1e-2
+                                 : (dtype == DataType::kFloat16)  ? 2e-3 * std::abs(want) + 1e-3
+                                                                  : 1e-6 * std::abs(want) + 1e-6;
               if (std::abs(have - want) > tol) {
                 if (bad++ < 3) {
                   ADD_FAILURE() << dataTypeName(dtype) << " " << reduceOpName(op) << " n=" << n
