@@ -14,6 +14,15 @@ Status notInitialized() {
                    "zen is not initialized: call zen_init() (hvd.init()) first");
 }
 
+// Set while this thread tears a runtime down (a reaper, or shutdown() draining): a runtime's
+// teardown may end handles on the thread that runs it, and a completion there that called
+// shutdown() must not wait for that same teardown.
+thread_local int tTearingDown = 0;
+
+bool onCallbackThread() {
+  return tTearingDown > 0 || Runtime::onAnyCallbackThread();
+}
+
 }  // namespace
 
 Placement placementFor(const Config& config, int rank, int size, std::string backend) {
@@ -33,6 +42,39 @@ Placement placementFor(const Config& config, int rank, int size, std::string bac
 
 Api::~Api() {
   (void)shutdown();
+  waitForTeardown();
+}
+
+// Why a reaper thread and not a detached teardown inside ~Runtime: ~Runtime on its own
+// background thread runs while that thread is still inside loop(), a member of the object
+// being destroyed, so the Runtime cannot free itself there at all. The last reference can
+// end on such a thread whenever a completion calls shutdown() (or holds a copy from
+// enqueue()/stats() while another thread's shutdown() drops the Api's). The deleter below
+// hands that delete to a joinable thread the Api owns: ~Runtime there joins the loop
+// (which returns from the callback and stops after this cycle) and then the executor.
+void Api::retire(Runtime* rt) {
+  if (!rt->onCallbackThread()) {
+    delete rt;
+    return;
+  }
+  std::lock_guard<std::mutex> lock(reapMu_);
+  reapers_.emplace_back([rt] {
+    ++tTearingDown;
+    delete rt;
+  });
+}
+
+void Api::waitForTeardown() {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    drained_.wait(lock, [&] { return draining_ == 0; });
+  }
+  std::vector<std::thread> reapers;
+  {
+    std::lock_guard<std::mutex> lock(reapMu_);
+    reapers.swap(reapers_);
+  }
+  for (std::thread& t : reapers) t.join();
 }
 
 Status Api::init() {
@@ -44,7 +86,17 @@ Status Api::init() {
 }
 
 Status Api::init(Config config, const Factory& factory, std::string backend) {
+  if (onCallbackThread()) {
+    // A completion may run while a shutdown() drains its runtime; waiting for that drain
+    // here would wait for this very thread.
+    std::lock_guard<std::mutex> lock(mu_);
+    if (runtime_) return Status::ok();
+    return ZEN_ERROR(StatusCode::kFailedPrecondition,
+                     "zen cannot be initialized inside a completion callback");
+  }
   std::lock_guard<std::mutex> lifecycle(lifecycleMu_);
+  // The previous runtime is gone (its ports, its MPI) before a new one starts.
+  waitForTeardown();
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (runtime_) return Status::ok();
@@ -60,22 +112,42 @@ Status Api::init(Config config, const Factory& factory, std::string backend) {
   std::lock_guard<std::mutex> lock(mu_);
   placement_ = placementFor(config, rt->rank(), rt->size(), std::move(backend));
   config_ = std::move(config);
-  runtime_ = std::move(rt);
+  runtime_ = std::shared_ptr<Runtime>(rt.release(), [this](Runtime* r) { retire(r); });
   return Status::ok();
 }
 
 Status Api::shutdown() {
-  std::lock_guard<std::mutex> lifecycle(lifecycleMu_);
+  const bool inCallback = onCallbackThread();
   std::shared_ptr<Runtime> rt;
   {
+    // Held for the swap only: completions that run while the runtime drains may call
+    // shutdown() or init(). A callback thread does not take it (init() may hold it while it
+    // waits for this very drain).
+    std::unique_lock<std::mutex> lifecycle(lifecycleMu_, std::defer_lock);
+    if (!inCallback) lifecycle.lock();
     std::lock_guard<std::mutex> lock(mu_);
     rt.swap(runtime_);
-    if (rt && placement_.backend == backendName(Backend::kMpi)) mpiFinalized_ = true;
+    if (rt) {
+      ++draining_;
+      if (placement_.backend == backendName(Backend::kMpi)) mpiFinalized_ = true;
+    }
   }
-  if (!rt) return Status::ok();
-  // Outside mu_: failing the pending handles runs their completions, which read records.
-  const Status status = rt->shutdown();
-  rt.reset();
+  Status status = Status::ok();
+  if (rt) {
+    // Outside mu_: failing the pending handles runs their completions, which read records.
+    // On rt's own callback thread this returns at once and rt's deleter hands the teardown
+    // to a reaper.
+    ++tTearingDown;
+    status = rt->shutdown();
+    rt.reset();
+    --tTearingDown;
+    std::lock_guard<std::mutex> lock(mu_);
+    --draining_;
+    drained_.notify_all();
+  }
+  // As before, shutdown() returns once every runtime this Api dropped has stopped, unless
+  // that would wait for the calling thread itself.
+  if (!inCallback) waitForTeardown();
   return status;
 }
 

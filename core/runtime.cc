@@ -2,6 +2,7 @@
 // (core/runtime.h). The background loop is in runtime_loop.cc.
 #include "core/runtime.h"
 
+#include <cstdlib>
 #include <utility>
 
 #include "core/logging.h"
@@ -27,6 +28,7 @@ constexpr const char* kDynamic = "DYNAMIC";
 }  // namespace
 
 thread_local const Runtime* Runtime::completing_ = nullptr;
+thread_local const Runtime* Runtime::loopOf_ = nullptr;
 
 RuntimeOptions RuntimeOptions::fromConfig(const Config& config, int rank, int size) {
   RuntimeOptions o;
@@ -74,12 +76,24 @@ Result<std::unique_ptr<Runtime>> Runtime::create(RuntimeOptions options,
                                         rt->options_.timelineMarkCycles));
     rt->timeline_ = std::move(t);
   }
-  rt->thread_ = std::thread([r = rt.get()] { r->loop(); });
+  rt->thread_ = std::thread([r = rt.get()] {
+    loopOf_ = r;
+    r->loop();
+  });
   rt->loopId_ = rt->thread_.get_id();
   return rt;
 }
 
 Runtime::~Runtime() {
+  if (onCallbackThread()) {
+    // shutdown() would return at once, and the loop (or the executor) still runs on this
+    // very thread: tearing it down here ends in std::terminate or worse. Say why first.
+    log_->critical(
+        "a Runtime destroyed from one of its own callbacks; hand the last "
+        "reference to another thread");
+    log_->flush();
+    std::abort();
+  }
   (void)shutdown();
   // The data plane and the control channel close before whatever the finalizer tears down.
   executor_.reset();
@@ -119,6 +133,14 @@ Status Runtime::shutdown() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   return stoppedByThisRank_ ? Status::ok() : status_;
+}
+
+bool Runtime::onCallbackThread() const {
+  return std::this_thread::get_id() == loopId_ || completing_ == this;
+}
+
+bool Runtime::onAnyCallbackThread() {
+  return loopOf_ != nullptr || completing_ != nullptr;
 }
 
 Status Runtime::status() const {

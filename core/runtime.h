@@ -102,7 +102,10 @@ class Runtime {
                                                  std::unique_ptr<Negotiator> negotiator,
                                                  std::unique_ptr<Executor> executor,
                                                  std::function<void()> finalizer = {});
-  // Asks for shutdown (if still running) and waits for the loop.
+  // Asks for shutdown (if still running) and waits for the loop. Never from this runtime's
+  // own callbacks (onCallbackThread()): a thread cannot wait for itself, so that aborts with
+  // a message. Whoever may drop the last reference there hands the teardown to another
+  // thread (bindings::Api does).
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -126,6 +129,11 @@ class Runtime {
   // OK while the loop runs; afterwards why it stopped.
   Status status() const;
   bool running() const { return !stopped_.load(); }
+  // Whether the calling thread runs this runtime's callbacks: its background thread, or an
+  // asynchronous executor's thread while it completes this runtime's handles.
+  bool onCallbackThread() const;
+  // The same for any runtime of this process.
+  static bool onAnyCallbackThread();
 
   // ZEN_TIMELINE=DYNAMIC only: start or stop writing a timeline (per rank, ".rank<N>" is
   // inserted into the path).
@@ -207,6 +215,8 @@ class Runtime {
   // Set while an asynchronous executor's thread completes handles of this runtime: a callback
   // there may call shutdown(), which then must not wait (the loop may be draining it).
   static thread_local const Runtime* completing_;
+  // The runtime whose background thread this is (null on other threads).
+  static thread_local const Runtime* loopOf_;
 };
 
 }  // namespace zen

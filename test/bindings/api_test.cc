@@ -2,8 +2,11 @@
 // through the handle table, outputs readable in completions and after waits, the errors a
 // caller sees at enqueue and at completion, lifecycle, stats, timeline, placement.
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <future>
 #include <sstream>
 
 #include "test/bindings/bindings_test_util.h"
@@ -246,6 +249,77 @@ TEST(Api, ShutdownFailsPendingOperationsOnEveryRank) {
   // The stopped rank refuses new work with the cause.
   auto later = job.rank(1).enqueue(TensorOp::allreduce("later", view(x, {2}), view(x, {2})));
   EXPECT_EQ(later.status().code(), StatusCode::kAborted);
+}
+
+// Runs fn on a thread of its own and fails when it has not ended within `seconds`. A hang (a
+// deadlock under test) cannot be unwound, so the process exits at once with a message rather
+// than leave CTest waiting for its timeout.
+void runBounded(double seconds, const char* what, std::function<void()> fn) {
+  std::packaged_task<void()> task(std::move(fn));
+  std::future<void> done = task.get_future();
+  std::thread t(std::move(task));
+  if (done.wait_for(std::chrono::duration<double>(seconds)) != std::future_status::ready) {
+    std::fprintf(stderr, "FAILED: %s did not end within %.0f s (deadlock)\n", what, seconds);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  t.join();
+  done.get();
+}
+
+// The last reference to a runtime dropped on its own background thread: a completion calls
+// shutdown(). The runtime must be torn down off that thread (it cannot join itself).
+TEST(Api, ShutdownFromACompletionOnTheBackgroundThread) {
+  runBounded(60, "shutdown from a completion", [] {
+    auto job = bindings::InProcessJob::make(1);
+    Api api;
+    ASSERT_TRUE(api.init(
+                       bindingsConfig(),
+                       [&](const Config& c) { return bindings::createInProcessRuntime(c, 0, job); },
+                       "in-process")
+                    .isOk());
+    std::vector<float> x(2, 1.0f);
+    std::promise<Status> inside;
+    auto id = api.enqueue(TensorOp::allreduce("x", view(x, {2}), view(x, {2})),
+                          [&](int64_t, const Status&) { inside.set_value(api.shutdown()); });
+    ASSERT_TRUE(id.isOk());
+    std::future<Status> f = inside.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    EXPECT_TRUE(f.get().isOk());
+    EXPECT_FALSE(api.initialized());
+    EXPECT_TRUE(api.shutdown().isOk());  // waits for the teardown the completion started
+    EXPECT_TRUE(api.poll(id.value()).value());
+  });
+}
+
+// A completion that runs while another thread's shutdown() drains the runtime calls
+// shutdown() and init(): neither may wait for that drain.
+TEST(Api, ShutdownAndInitFromACompletionDuringShutdown) {
+  runBounded(60, "shutdown and init from a completion during shutdown", [] {
+    ApiJob job(2);
+    std::vector<float> x(2, 1.0f);
+    std::promise<std::pair<Status, Status>> inside;
+    Api& api = job.rank(0);
+    auto id = api.enqueue(TensorOp::allreduce("never", view(x, {2}), view(x, {2})),
+                          [&](int64_t, const Status&) {
+                            Status down = api.shutdown();
+                            Status up = api.init(
+                                bindingsConfig(),
+                                [](const Config&) -> Result<std::unique_ptr<Runtime>> {
+                                  return ZEN_ERROR(StatusCode::kInternal, "not reached");
+                                },
+                                "in-process");
+                            inside.set_value({down, up});
+                          });
+    ASSERT_TRUE(id.isOk());
+    EXPECT_TRUE(api.shutdown().isOk());
+    std::future<std::pair<Status, Status>> f = inside.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    auto [down, up] = f.get();
+    EXPECT_TRUE(down.isOk()) << down.toString();
+    EXPECT_EQ(up.code(), StatusCode::kFailedPrecondition) << up.toString();
+    EXPECT_FALSE(api.initialized());
+  });
 }
 
 TEST(Api, StatsAndTimeline) {
