@@ -19,9 +19,11 @@
 #include <spdlog/logger.h>
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -170,6 +172,17 @@ class Runtime {
   void complete(const Submitted& bucket, const Status& status, const BucketReport& report);
   // The loop takes over a data-plane failure an asynchronous bucket reported.
   void takeAsyncFailure();
+  // A join or barrier response, completed once every bucket this rank submitted before it
+  // has ended (at once with a synchronous executor).
+  struct Deferred {
+    Response response;
+    std::vector<TensorEntry*> entries;
+    std::chrono::steady_clock::time_point planned;
+    std::chrono::steady_clock::time_point start;
+    int64_t before = 0;  // the buckets it waits for: those with a lower index
+  };
+  // Completes, in order, the deferred responses whose earlier buckets have all ended.
+  void completeDeferred();
   void record(const Response& response,
               const std::vector<TensorEntry*>& entries,
               const BucketReport& report,
@@ -208,6 +221,11 @@ class Runtime {
   bool stoppedByThisRank_ = false;  // the cause is this rank's own shutdown request
   RuntimeStats stats_;
   std::shared_ptr<Timeline> timeline_;
+
+  std::mutex deferMu_;               // inFlight_, deferred_, completingDeferred_
+  std::set<int64_t> inFlight_;       // indices of the buckets submitted and not yet ended
+  std::deque<Deferred> deferred_;    // in plan order
+  bool completingDeferred_ = false;  // a thread is completing deferred responses
 
   std::mutex joinMu_;
   std::thread thread_;

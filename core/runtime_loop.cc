@@ -109,13 +109,21 @@ void Runtime::execute(const Response& response, Clock::time_point planned) {
       status = Status(StatusCode::kInvalidArgument, response.errorMessage);
       break;
     case ResponseType::kJoin:
-      if (entries.front() != nullptr) {
-        entries.front()->handle->result().lastJoinedRank = response.lastJoinedRank;
+    case ResponseType::kBarrier: {
+      // Every rank has posted it (the negotiation was the barrier), but it completes only
+      // after every bucket this rank submitted before it has ended (Horovod's barrier: the
+      // ops posted before it are done; after a join the names are free to post again). With
+      // an asynchronous executor some may still be in flight: the response waits here and
+      // the last of them completes it (complete()), while this loop keeps cycling. Not
+      // Executor::drain() here: it would stall negotiation for every rank meanwhile, and a
+      // CUDA bucket that hangs is only aborted by this thread (NcclComm::requestAbort).
+      {
+        std::lock_guard<std::mutex> lock(deferMu_);
+        deferred_.push_back(Deferred{response, entries, planned, start, buckets_});
       }
-      queue_.joinCompleted();
-      break;
-    case ResponseType::kBarrier:  // every rank has posted it: the negotiation was the barrier
-      break;
+      completeDeferred();  // nothing in flight (always so on the CPU): completes it now
+      return;
+    }
     default: {
       takeAsyncFailure();
       const int64_t bucket = buckets_++;
@@ -130,6 +138,10 @@ void Runtime::execute(const Response& response, Clock::time_point planned) {
       // either way complete() records it and completes its handles.
       auto submitted =
           std::make_shared<Submitted>(Submitted{response, entries, planned, start, bucket});
+      {
+        std::lock_guard<std::mutex> lock(deferMu_);
+        inFlight_.insert(bucket);
+      }
       executor_->submit(
           submitted->response, submitted->entries,
           [this, submitted](const Status& s, BucketReport r) { complete(*submitted, s, r); });
@@ -152,7 +164,43 @@ void Runtime::complete(const Submitted& bucket, const Status& status, const Buck
   const Runtime* outer = completing_;
   completing_ = this;  // on the executor's thread, a callback's shutdown() must not wait
   finishAll(bucket.response, bucket.entries, status);
+  {
+    std::lock_guard<std::mutex> lock(deferMu_);
+    inFlight_.erase(bucket.bucket);
+  }
+  completeDeferred();  // a join or barrier that waited for this bucket
   completing_ = outer;
+}
+
+void Runtime::completeDeferred() {
+  std::unique_lock<std::mutex> lock(deferMu_);
+  // One thread at a time (the loop's or the executor's), so they complete in plan order; the
+  // one doing it looks again before it stops, so a response deferred meanwhile is not missed.
+  if (completingDeferred_) return;
+  completingDeferred_ = true;
+  for (;;) {
+    std::vector<Deferred> ready;
+    while (!deferred_.empty() &&
+           (inFlight_.empty() || *inFlight_.begin() >= deferred_.front().before)) {
+      ready.push_back(std::move(deferred_.front()));
+      deferred_.pop_front();
+    }
+    if (ready.empty()) break;
+    lock.unlock();
+    for (const Deferred& d : ready) {
+      if (d.response.type == ResponseType::kJoin) {
+        if (d.entries.front() != nullptr) {
+          d.entries.front()->handle->result().lastJoinedRank = d.response.lastJoinedRank;
+        }
+        queue_.joinCompleted();
+      }
+      record(d.response, d.entries, BucketReport{}, -1, d.planned, d.start, Clock::now(),
+             Status::ok());
+      finishAll(d.response, d.entries, Status::ok());
+    }
+    lock.lock();
+  }
+  completingDeferred_ = false;
 }
 
 void Runtime::takeAsyncFailure() {
@@ -311,6 +359,13 @@ void Runtime::stop(const Status& why, bool userRequest, bool byThisRank) {
   }
   // Buckets still on the device end first (their tensors are in use until then).
   executor_->drain();
+  // Every bucket has ended, and with it every join or barrier that waited (complete()). Any
+  // left (an executor whose drain() did not wait) fails with the rest below.
+  completeDeferred();
+  {
+    std::lock_guard<std::mutex> lock(deferMu_);
+    deferred_.clear();
+  }
   std::vector<std::unique_ptr<TensorEntry>> pending = queue_.close(why);
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -2,11 +2,13 @@
 // executor's finalizer does): the loop keeps cycling meanwhile, the names stay in flight, the
 // handles complete with the executor's status, shutdown waits for buckets in flight, a
 // callback on that thread may ask for shutdown, a failure reported there stops the job, a
-// joined rank's bucket in flight is not taken for the next operation of its name, and stats
-// and timeline readers may run alongside. Runs on the CPU: the "device" is a CpuExecutor
+// joined rank's bucket in flight is not taken for the next operation of its name, barrier and
+// join complete only after this rank's earlier buckets, and stats and timeline readers may run
+// alongside. Runs on the CPU: the "device" is a CpuExecutor
 // whose completions a gate holds back.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -219,6 +221,99 @@ TEST(RuntimeAsync, TheLoopKeepsGoingWhileBucketsAreInFlight) {
   EXPECT_EQ(stats.tensors.at("b").lastBucket, 1);
 }
 
+// The order in which a test's callbacks ran (they run on the loop's or the executor's thread).
+class Order {
+ public:
+  Callback note(std::string what, const Handle* mustBeDone = nullptr) {
+    return [this, what = std::move(what), mustBeDone](const Status&, OpResult&) {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen_.push_back(what);
+      if (mustBeDone != nullptr && !mustBeDone->poll()) seen_.push_back(what + " too early");
+    };
+  }
+  std::vector<std::string> seen() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> seen_;
+};
+
+// Horovod's barrier: every op this rank posted before it has completed when it completes.
+TEST(RuntimeAsync, ABarrierCompletesOnlyAfterTheBucketsPostedBeforeIt) {
+  GatedRank g = makeGatedRank();
+  Runtime& rt = *g.runtime;
+  Order order;
+  std::vector<float> a(4, 2.0f), b(3, 5.0f);
+  Handle first;
+  auto ha = rt.enqueue(
+      TensorOp::allreduce("a", denseView(a, {4}), denseView(a, {4})).withCallback(order.note("a")));
+  ASSERT_TRUE(ha.isOk());
+  first = ha.value();
+  ASSERT_TRUE(g.executor->waitSubmitted(1));
+  auto barrier = rt.enqueue(TensorOp::barrier().withCallback(order.note("barrier", &first)));
+  ASSERT_TRUE(barrier.isOk()) << barrier.status().toString();
+  // The loop is not blocked meanwhile: a tensor posted after the barrier still reaches the
+  // executor.
+  auto hb = rt.enqueue(
+      TensorOp::allreduce("b", denseView(b, {3}), denseView(b, {3})).withCallback(order.note("b")));
+  ASSERT_TRUE(hb.isOk());
+  ASSERT_TRUE(g.executor->waitSubmitted(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // many 1 ms cycles
+  EXPECT_FALSE(barrier.value().poll());
+  EXPECT_FALSE(ha.value().poll());
+  g.executor->open();
+  EXPECT_TRUE(waitFor(barrier.value()).isOk());
+  EXPECT_TRUE(ha.value().poll());
+  EXPECT_TRUE(waitFor(ha.value()).isOk());
+  EXPECT_TRUE(waitFor(hb.value()).isOk());
+  const std::vector<std::string> seen = order.seen();
+  ASSERT_EQ(seen.size(), 3u) << ::testing::PrintToString(seen);
+  EXPECT_EQ(seen.front(), "a") << ::testing::PrintToString(seen);
+  EXPECT_NE(std::find(seen.begin(), seen.end(), "barrier"), seen.end());
+  EXPECT_TRUE(rt.stats().tensors.count(kBarrierTensorName) == 1);
+  EXPECT_EQ(rt.stats().tensors.at(kBarrierTensorName).completed, 1u);
+  // With nothing in flight a barrier completes at once, as on the CPU.
+  auto again = rt.enqueue(TensorOp::barrier());
+  ASSERT_TRUE(again.isOk()) << again.status().toString();
+  EXPECT_TRUE(waitFor(again.value()).isOk());
+}
+
+// After join returns, every name this rank posted before it is free again.
+TEST(RuntimeAsync, AJoinCompletesAfterTheBucketsInFlightAndTheirNamesMayBePostedAgain) {
+  GatedRank g = makeGatedRank();
+  Runtime& rt = *g.runtime;
+  Order order;
+  std::vector<float> x(2, 3.0f);
+  Handle first;
+  auto hx =
+      rt.enqueue(TensorOp::allreduce("x", denseView(x, {2}), denseView(x, {2}), ReduceOp::kSum)
+                     .withCallback(order.note("x")));
+  ASSERT_TRUE(hx.isOk());
+  first = hx.value();
+  ASSERT_TRUE(g.executor->waitSubmitted(1));
+  auto join = rt.enqueue(TensorOp::join().withCallback(order.note("join", &first)));
+  ASSERT_TRUE(join.isOk()) << join.status().toString();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // many 1 ms cycles
+  EXPECT_FALSE(join.value().poll());
+  EXPECT_FALSE(hx.value().poll());
+  g.executor->open();
+  ASSERT_TRUE(waitFor(join.value()).isOk());
+  EXPECT_EQ(join.value().result().lastJoinedRank, 0);
+  // Right after join returns: "x" is no longer in flight.
+  std::vector<float> y(2, 4.0f);
+  auto again =
+      rt.enqueue(TensorOp::allreduce("x", denseView(y, {2}), denseView(y, {2}), ReduceOp::kSum));
+  ASSERT_TRUE(again.isOk()) << again.status().toString();
+  EXPECT_TRUE(waitFor(again.value()).isOk());
+  EXPECT_TRUE(waitFor(hx.value()).isOk());
+  EXPECT_EQ(x, (std::vector<float>{3, 3}));
+  EXPECT_EQ(y, (std::vector<float>{4, 4}));
+  EXPECT_EQ(order.seen(), (std::vector<std::string>{"x", "join"}));
+}
+
 TEST(RuntimeAsync, ShutdownWaitsForBucketsInFlight) {
   GatedRank g = makeGatedRank();
   Runtime& rt = *g.runtime;
@@ -304,8 +399,12 @@ TEST(RuntimeAsync, AJoinedRanksBucketInFlightIsNotTheNextOneOfTheSameName) {
   auto join1 = pair.rt(1).enqueue(TensorOp::join());
   ASSERT_TRUE(join1.isOk());
   EXPECT_TRUE(waitFor(join1.value()).isOk());
-  EXPECT_TRUE(waitFor(join0.value()).isOk());
+  // Rank 0's join waits for its "x" in flight.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(join0.value().poll());
   pair.executor(0).open();
+  EXPECT_TRUE(waitFor(join0.value()).isOk());
+  EXPECT_TRUE(h0.value().poll());
   EXPECT_TRUE(waitFor(h0.value()).isOk());
   EXPECT_EQ(x0, (std::vector<float>{11, 22}));
   const RuntimeStats stats = pair.rt(0).stats();
@@ -348,8 +447,12 @@ TEST(RuntimeAsync, AnErrorAboutTheNextOpOfANameLeavesTheBucketInFlightAlone) {
   auto join1 = pair.rt(1).enqueue(TensorOp::join());
   ASSERT_TRUE(join1.isOk());
   EXPECT_TRUE(waitFor(join1.value()).isOk());
-  EXPECT_TRUE(waitFor(join0.value()).isOk());
+  // Rank 0's join waits for its "x" in flight.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(join0.value().poll());
   pair.executor(0).open();
+  EXPECT_TRUE(waitFor(join0.value()).isOk());
+  EXPECT_TRUE(h0.value().poll());
   EXPECT_TRUE(waitFor(h0.value()).isOk());
   EXPECT_EQ(x0, (std::vector<float>{11, 22}));
   EXPECT_EQ(pair.rt(0).stats().tensors.at("x").completed, 1u);
