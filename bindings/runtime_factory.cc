@@ -3,6 +3,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "controller/channel_negotiator.h"
 #include "core/logging.h"
@@ -28,8 +29,10 @@ std::shared_ptr<spdlog::logger> loggerFor(const Config& config,
   return logger ? std::move(logger) : makeLogger(rank, config.logLevel);
 }
 
-// The data mesh's rendezvous: rank 0 listens on the control port + 1 (both ephemeral in
-// tests) and broadcasts the port it got over the control transport; 0 means it failed.
+// The data mesh's rendezvous: rank 0 listens on the control port + 1 (one rule for firewalls;
+// both ephemeral in tests) and broadcasts the port it got over the control transport; 0 means
+// it failed. When something else already holds port + 1 (another job on this host), rank 0
+// takes any free port instead: the others learn it over the control transport either way.
 Result<std::unique_ptr<ops::Transport>> connectTcpData(const Config& config,
                                                        ops::Transport& control,
                                                        ops::TcpOptions options) {
@@ -39,21 +42,28 @@ Result<std::unique_ptr<ops::Transport>> connectTcpData(const Config& config,
   const std::string host = addr.substr(0, colon);
   if (control.rank() == 0) {
     const int controlPort = std::stoi(addr.substr(colon + 1));
-    options.rendezvousAddr = host + ":" + std::to_string(controlPort == 0 ? 0 : controlPort + 1);
-    Status told = ZEN_ERROR(StatusCode::kIoError, "rank 0 never bound the data rendezvous");
-    bool listening = false;
-    options.onListening = [&](uint16_t port) {
-      listening = true;
-      told = control.broadcast(&port, sizeof(port), 0);
-    };
-    Result<std::unique_ptr<ops::Transport>> data = ops::createTcpTransport(options);
-    if (!listening) {
-      uint16_t none = 0;
-      (void)control.broadcast(&none, sizeof(none), 0);
+    std::vector<int> ports = {0};
+    if (controlPort != 0) ports.insert(ports.begin(), controlPort + 1);
+    Status failed = ZEN_ERROR(StatusCode::kIoError, "rank 0 never bound the data rendezvous");
+    for (int port : ports) {
+      options.rendezvousAddr = host + ":" + std::to_string(port);
+      Status told = failed;
+      bool listening = false;
+      options.onListening = [&](uint16_t bound) {
+        listening = true;
+        told = control.broadcast(&bound, sizeof(bound), 0);
+      };
+      Result<std::unique_ptr<ops::Transport>> data = ops::createTcpTransport(options);
+      if (listening) {
+        if (!data.isOk()) return data.status();
+        ZEN_RETURN_IF_ERROR(told);
+        return data;
+      }
+      failed = data.status();  // could not bind: the next port
     }
-    if (!data.isOk()) return data.status();
-    ZEN_RETURN_IF_ERROR(told);
-    return data;
+    uint16_t none = 0;
+    (void)control.broadcast(&none, sizeof(none), 0);
+    return failed;
   }
   uint16_t port = 0;
   ZEN_RETURN_IF_ERROR(control.broadcast(&port, sizeof(port), 0));

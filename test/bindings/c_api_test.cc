@@ -460,9 +460,7 @@ TEST(CApi, EveryFunctionAcrossForkedTcpRanks) {
 }
 
 // zen_init() from the environment zenrun sets: ZEN_RANK, ZEN_SIZE, ZEN_CONTROLLER_ADDR.
-TEST(CApi, InitFromTheEnvironment) {
-  const int port = freePortPair();
-  ASSERT_GT(port, 0);
+void expectEnvironmentJob(int port) {
   constexpr int n = 2;
   std::vector<pid_t> pids;
   std::fflush(stdout);
@@ -501,6 +499,28 @@ TEST(CApi, InitFromTheEnvironment) {
   }
   const std::vector<int> codes = reap(pids, 60);
   for (int r = 0; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
+}
+
+TEST(CApi, InitFromTheEnvironment) {
+  const int port = freePortPair();
+  ASSERT_GT(port, 0);
+  expectEnvironmentJob(port);
+}
+
+// Another job on this host holds the control port + 1 (the data plane's usual rendezvous):
+// rank 0 takes any free port and tells the others over the control transport.
+TEST(CApi, InitWhenTheDataPortIsTaken) {
+  const int port = freePortPair();
+  ASSERT_GT(port, 0);
+  const int holder = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port + 1));
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(listen(holder, 1), 0);
+  expectEnvironmentJob(port);
+  close(holder);
 }
 
 // A C program (compiled as C) running a job of one through zen_init().
