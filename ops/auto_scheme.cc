@@ -5,6 +5,14 @@
 #include <algorithm>
 
 namespace zen::ops {
+namespace {
+
+// The profiling plan: even calls run zen, odd ones hc (index 0 and 1 of Profile::best).
+Scheme planned(int samples) {
+  return samples % 2 == 0 ? Scheme::kZen : Scheme::kHc;
+}
+
+}  // namespace
 
 AutoScheme::AutoScheme(int profileCalls, size_t maxKeys)
     : profileCalls_(std::max(profileCalls, 0)), maxKeys_(maxKeys) {}
@@ -24,7 +32,7 @@ Scheme AutoScheme::next(const std::string& key) const {
   if (it == profiles_.end()) return Scheme::kZen;  // first call, or beyond maxKeys_
   const Profile& p = it->second;
   if (p.chosen) return *p.chosen;
-  return p.samples % 2 == 0 ? Scheme::kZen : Scheme::kHc;
+  return planned(p.samples);
 }
 
 Status AutoScheme::record(const std::string& key,
@@ -39,7 +47,7 @@ Status AutoScheme::record(const std::string& key,
   }
   Profile& p = it->second;
   if (p.chosen) return Status::ok();
-  const Scheme expected = p.samples % 2 == 0 ? Scheme::kZen : Scheme::kHc;
+  const Scheme expected = planned(p.samples);
   ZEN_CHECK_ARG(scheme == expected, "auto scheme: call {} of a bucket ran {}, expected {}",
                 p.samples, schemeName(scheme), schemeName(expected));
   double& best = p.best[p.samples % 2];
