@@ -18,7 +18,8 @@ packages of tools/setup), built into build-python/cmake (ZENPY_BUILD_DIR) with
 ZENPY_BUILD_JOBS jobs, or is taken as it is from ZENPY_LIB. setuptools' work files go to
 build-python/setuptools, or to ZENPY_BUILD_BASE. In a checkout, tools/build-python (torch)
 and tools/build-tf (TensorFlow) build in place (setup.py build_ext --inplace), so that
-PYTHONPATH=bindings/python finds zen.torch and zen.tensorflow.
+PYTHONPATH=bindings/python finds zen.torch and zen.tensorflow, or with --into DIR a staged
+copy of the package into DIR (setup.py build --build-lib DIR; the CTest fixtures).
 """
 
 import concurrent.futures

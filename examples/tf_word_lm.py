@@ -26,7 +26,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # no start-up banner per ran
 import tensorflow as tf  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bindings", "python"))
+# The checkout's package unless PYTHONPATH or an installation (pip install .) provides zen.
+sys.path.append(os.path.join(os.path.dirname(HERE), "bindings", "python"))
 sys.path.insert(0, HERE)
 
 import zen.tensorflow as hvd  # noqa: E402

@@ -22,7 +22,8 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(os.path.dirname(HERE), "bindings", "python"))
+# The checkout's package unless PYTHONPATH or an installation (pip install .) provides zen.
+sys.path.append(os.path.join(os.path.dirname(HERE), "bindings", "python"))
 sys.path.insert(0, HERE)
 
 import zen.torch as hvd  # noqa: E402

@@ -19,7 +19,9 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 ZENRUN = os.path.join(ROOT, "tools", "zenrun")
-BINDINGS = os.path.join(ROOT, "bindings", "python")
+# Where the ranks import zen from: CTest's staged copy in its build directory, else the
+# checkout (after tools/build-python, tools/build-tf).
+BINDINGS = os.environ.get("ZENTEST_PYTHONPATH") or os.path.join(ROOT, "bindings", "python")
 TORCH_PYTHON = "/usr/bin/python3"
 TF_PYTHON = os.environ.get("ZENTEST_TF_PYTHON", os.path.join(ROOT, ".venv-tf", "bin", "python"))
 FORTUNES = "/usr/share/games/fortunes"
@@ -40,10 +42,11 @@ STEP = re.compile(r"^\[(\w+)\] step +(\d+)  loss ([0-9.]+)")
 
 def require_zen_torch():
     """Skips the calling test module where this python has no torch or zen.torch is not
-    built in the checkout."""
+    built (BINDINGS)."""
     pytest.importorskip("torch")
     if not os.path.exists(os.path.join(BINDINGS, "zen", "lib", "libzen.so")):
-        pytest.skip("zen.torch is not built here: run tools/build-python", allow_module_level=True)
+        pytest.skip("zen.torch is not built in %s: run tools/build-python" % BINDINGS,
+                    allow_module_level=True)
 
 
 def require_zen_tensorflow():
@@ -52,7 +55,8 @@ def require_zen_tensorflow():
     if not os.path.exists(TF_PYTHON):
         pytest.fail("no TensorFlow venv at %s: run tools/setup" % TF_PYTHON, pytrace=False)
     if not os.path.exists(os.path.join(BINDINGS, "zen", "tensorflow", "_zen_tf_ops.so")):
-        pytest.fail("zen.tensorflow is not built here: run tools/build-tf", pytrace=False)
+        pytest.fail("zen.tensorflow is not built in %s: run tools/build-tf" % BINDINGS,
+                    pytrace=False)
 
 
 def selected_jobs(variable, default):
@@ -65,7 +69,7 @@ def selected_jobs(variable, default):
 def environment(extra=(), drop=("ZEN_", "ZENRUN_")):
     """This process's environment without the variables whose names start with drop (the
     library rejects unknown ZEN_* names, and an outer launcher's must not leak in), with
-    bindings/python as PYTHONPATH and extra."""
+    BINDINGS as PYTHONPATH and extra."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["PYTHONPATH"] = BINDINGS
     env.update(extra)

@@ -5,7 +5,8 @@ under the TensorFlow of .venv-tf; this file reads their per-check reports and ne
 TensorFlow itself.
 
 Run: tools/build-tf && /usr/bin/python3 -m pytest -q test/python/test_tensorflow.py
-(CTest: python_tf_*, which build the op library first.) ZENTEST_TF_JOBS selects the jobs
+(CTest: python_tf_*, which stage the package in the build directory first and name it in
+ZENTEST_PYTHONPATH.) ZENTEST_TF_JOBS selects the jobs
 (comma-separated: np2, np4, train2, train4, single; default all); ZENTEST_TF_PYTHON is the
 ranks' python (default .venv-tf/bin/python). A missing venv or op library fails, it is not
 skipped: tools/test promises these tests ran.

@@ -3,7 +3,8 @@ tools/zenrun run torch_checks.py (every API function) and torch_train.py (Distri
 against one-process training, per scheme); this file reads their per-check reports.
 
 Run: tools/build-python && /usr/bin/python3 -m pytest -q test/python/test_torch.py
-(CTest: python_torch_*, which build the extension first.) ZENTEST_TORCH_JOBS selects the
+(CTest: python_torch_*, which stage the package in the build directory first and name it in
+ZENTEST_PYTHONPATH.) ZENTEST_TORCH_JOBS selects the
 jobs (comma-separated: np2, np4, mpi, train2, train4, single, example; default all).
 
 Each job is one zenrun launch (importing torch is the slow part); rank_jobs.py launches it

@@ -8,7 +8,8 @@ import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
+sys.path.append(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "bindings", "python"))
 import zen.torch as hvd  # noqa: E402
 

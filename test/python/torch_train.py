@@ -18,7 +18,8 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
+sys.path.append(os.path.join(ROOT, "bindings", "python"))
 
 import zen.torch as hvd  # noqa: E402
 from rank_report import train_schemes  # noqa: E402
