@@ -14,14 +14,24 @@ Status notInitialized() {
                    "zen is not initialized: call zen_init() (hvd.init()) first");
 }
 
-// Set while this thread tears a runtime down (a reaper, or shutdown() draining): a runtime's
-// teardown may end handles on the thread that runs it, and a completion there that called
-// shutdown() must not wait for that same teardown.
-thread_local int tTearingDown = 0;
+// Set while this thread runs a completion of any Api. There it must not wait for a runtime's
+// loop: its own runtime's loop may be this very thread (or be draining it), and another
+// in-process rank's loop needs this rank's loop, which waits for the completion, to agree on
+// its last cycle. Per thread and not per Api, since one rank's completion may call another
+// rank's Api; the one thread_local Zen has (Runtime::onCallbackThread() knows only its own).
+thread_local int tInCompletion = 0;
 
-bool onCallbackThread() {
-  return tTearingDown > 0 || Runtime::onAnyCallbackThread();
+bool inCompletion() {
+  return tInCompletion > 0;
 }
+
+// Marks the calling thread for the completion's length.
+struct CompletionScope {
+  CompletionScope() { ++tInCompletion; }
+  ~CompletionScope() { --tInCompletion; }
+  CompletionScope(const CompletionScope&) = delete;
+  CompletionScope& operator=(const CompletionScope&) = delete;
+};
 
 }  // namespace
 
@@ -51,17 +61,16 @@ Api::~Api() {
 // end on such a thread whenever a completion calls shutdown() (or holds a copy from
 // enqueue()/stats() while another thread's shutdown() drops the Api's). The deleter below
 // hands that delete to a joinable thread the Api owns: ~Runtime there joins the loop
-// (which returns from the callback and stops after this cycle) and then the executor.
+// (which returns from the callback and stops after this cycle) and then the executor. The
+// same inside any other completion (another in-process rank's): ~Runtime would wait there for
+// a loop whose last cycle needs the loop that waits for this completion.
 void Api::retire(Runtime* rt) {
-  if (!rt->onCallbackThread()) {
+  if (!inCompletion() && !rt->onCallbackThread()) {
     delete rt;
     return;
   }
   std::lock_guard<std::mutex> lock(reapMu_);
-  reapers_.emplace_back([rt] {
-    ++tTearingDown;
-    delete rt;
-  });
+  reapers_.emplace_back([rt] { delete rt; });
 }
 
 void Api::waitForTeardown() {
@@ -86,7 +95,7 @@ Status Api::init() {
 }
 
 Status Api::init(Config config, const Factory& factory, std::string backend) {
-  if (onCallbackThread()) {
+  if (inCompletion()) {
     // A completion may run while a shutdown() drains its runtime; waiting for that drain
     // here would wait for this very thread.
     std::lock_guard<std::mutex> lock(mu_);
@@ -117,14 +126,14 @@ Status Api::init(Config config, const Factory& factory, std::string backend) {
 }
 
 Status Api::shutdown() {
-  const bool inCallback = onCallbackThread();
+  const bool fromCompletion = inCompletion();
   std::shared_ptr<Runtime> rt;
   {
     // Held for the swap only: completions that run while the runtime drains may call
-    // shutdown() or init(). A callback thread does not take it (init() may hold it while it
+    // shutdown() or init(). A completion does not take it (init() may hold it while it
     // waits for this very drain).
     std::unique_lock<std::mutex> lifecycle(lifecycleMu_, std::defer_lock);
-    if (!inCallback) lifecycle.lock();
+    if (!fromCompletion) lifecycle.lock();
     std::lock_guard<std::mutex> lock(mu_);
     rt.swap(runtime_);
     if (rt) {
@@ -135,19 +144,21 @@ Status Api::shutdown() {
   Status status = Status::ok();
   if (rt) {
     // Outside mu_: failing the pending handles runs their completions, which read records.
-    // On rt's own callback thread this returns at once and rt's deleter hands the teardown
-    // to a reaper.
-    ++tTearingDown;
-    status = rt->shutdown();
+    // In a completion only the request (see tInCompletion); rt's deleter then hands the
+    // teardown to a reaper.
+    if (fromCompletion) {
+      rt->requestShutdown();
+    } else {
+      status = rt->shutdown();
+    }
     rt.reset();
-    --tTearingDown;
     std::lock_guard<std::mutex> lock(mu_);
     --draining_;
     drained_.notify_all();
   }
   // As before, shutdown() returns once every runtime this Api dropped has stopped, unless
-  // that would wait for the calling thread itself.
-  if (!inCallback) waitForTeardown();
+  // it runs in a completion.
+  if (!fromCompletion) waitForTeardown();
   return status;
 }
 
@@ -195,7 +206,10 @@ Result<std::vector<int64_t>> Api::enqueue(std::vector<TensorOp> ops, std::vector
         record->result = std::move(result);
         record->ready = true;
       }
-      if (completion) completion(id, status);
+      if (completion) {
+        CompletionScope scope;
+        completion(id, status);
+      }
     };
   }
   Result<std::vector<Handle>> handles = rt->enqueueGroup(std::move(ops));

@@ -60,9 +60,9 @@ class Api {
   Status init(Config config, const Factory& factory, std::string backend);
   // Stops this rank's runtime (every rank stops with it) and drops it; handles stay
   // readable. After an MPI runtime, init() is refused: MPI cannot start twice.
-  // From a completion (the runtime's background or executor thread) it asks for the stop
-  // and returns at once: the runtime stops after this cycle and is torn down on a thread of
-  // the Api's own (joined by the next shutdown() or init() off such threads, or ~Api).
+  // From a completion (this Api's or another in-process rank's) it asks for the stop and
+  // returns at once: the runtime stops after this cycle and is torn down on a thread of the
+  // Api's own (joined by the next shutdown() or init() outside completions, or ~Api).
   // init() from a completion returns OK when initialized, else kFailedPrecondition.
   Status shutdown();
   bool initialized() const;
@@ -101,14 +101,14 @@ class Api {
 
   std::shared_ptr<Runtime> runtime() const;
   Result<std::shared_ptr<Record>> find(int64_t id) const;
-  // runtime_'s deleter: deletes rt, or on one of rt's callback threads (which it would have
-  // to join) hands the delete to a reaper thread.
+  // runtime_'s deleter: deletes rt, or in a completion or on one of rt's callback threads
+  // (where it would wait for a loop that waits for it) hands the delete to a reaper thread.
   void retire(Runtime* rt);
-  // Off callback threads: waits for every shutdown() in progress and every reaper.
+  // Outside completions: waits for every shutdown() in progress and every reaper.
   void waitForTeardown();
 
   // init and shutdown's swap, one at a time; never held while a runtime drains (its
-  // completions may call shutdown() or init()), and never taken on a callback thread.
+  // completions may call shutdown() or init()), and never taken in a completion.
   std::mutex lifecycleMu_;
   mutable std::mutex mu_;  // the fields below
   std::condition_variable drained_;
@@ -121,7 +121,7 @@ class Api {
   std::unordered_map<int64_t, std::shared_ptr<Record>> records_;
 
   std::mutex reapMu_;
-  std::vector<std::thread> reapers_;  // each deletes a runtime dropped on its callback thread
+  std::vector<std::thread> reapers_;  // each deletes a runtime dropped in a completion
 
   mutable std::mutex errorMu_;
   mutable std::map<std::thread::id, std::string> lastError_;

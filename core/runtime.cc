@@ -121,9 +121,13 @@ Result<std::vector<Handle>> Runtime::enqueueGroup(std::vector<TensorOp> ops) {
   return handles;
 }
 
-Status Runtime::shutdown() {
+void Runtime::requestShutdown() {
   shutdownRequested_ = true;
   queue_.interrupt();
+}
+
+Status Runtime::shutdown() {
+  requestShutdown();
   // From a callback (the loop's own thread, or an asynchronous executor's while it completes
   // this runtime's handles): the loop ends after this cycle's agreement.
   if (std::this_thread::get_id() == loopId_ || completing_ == this) return Status::ok();

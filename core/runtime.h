@@ -125,9 +125,12 @@ class Runtime {
   // Asks every rank to stop (agreed in the next cycle; the others' pending handles fail with
   // "shut down by rank <this> at user request") and waits for this rank's loop to end, at
   // most about ZEN_TIMEOUT when a peer does not answer. Returns the cause the job stopped
-  // with when it was not this request. Safe from any thread, callbacks included (they do
-  // not wait).
+  // with when it was not this request. Safe from any thread; on this runtime's own callback
+  // threads it does not wait. From another in-process runtime's callback use
+  // requestShutdown(): this loop's last cycle needs that runtime's loop, which waits there.
   Status shutdown();
+  // The request alone: never waits.
+  void requestShutdown();
   // OK while the loop runs; afterwards why it stopped.
   Status status() const;
   bool running() const { return !stopped_.load(); }

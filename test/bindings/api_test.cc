@@ -251,22 +251,6 @@ TEST(Api, ShutdownFailsPendingOperationsOnEveryRank) {
   EXPECT_EQ(later.status().code(), StatusCode::kAborted);
 }
 
-// Runs fn on a thread of its own and fails when it has not ended within `seconds`. A hang (a
-// deadlock under test) cannot be unwound, so the process exits at once with a message rather
-// than leave CTest waiting for its timeout.
-void runBounded(double seconds, const char* what, std::function<void()> fn) {
-  std::packaged_task<void()> task(std::move(fn));
-  std::future<void> done = task.get_future();
-  std::thread t(std::move(task));
-  if (done.wait_for(std::chrono::duration<double>(seconds)) != std::future_status::ready) {
-    std::fprintf(stderr, "FAILED: %s did not end within %.0f s (deadlock)\n", what, seconds);
-    std::fflush(stderr);
-    std::_Exit(1);
-  }
-  t.join();
-  done.get();
-}
-
 // The last reference to a runtime dropped on its own background thread: a completion calls
 // shutdown(). The runtime must be torn down off that thread (it cannot join itself).
 TEST(Api, ShutdownFromACompletionOnTheBackgroundThread) {

@@ -5,7 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <random>
@@ -67,6 +71,22 @@ inline Status waitDone(const bindings::Api& api, int64_t id, double seconds = kW
   Status s = api.wait(id, seconds, &finished);
   EXPECT_TRUE(finished) << "operation " << id << " still pending after " << seconds << " s";
   return s;
+}
+
+// Runs fn on a thread of its own and fails when it has not ended within `seconds`. A hang (a
+// deadlock under test) cannot be unwound, so the process exits at once with a message rather
+// than leave CTest waiting for its timeout.
+inline void runBounded(double seconds, const char* what, std::function<void()> fn) {
+  std::packaged_task<void()> task(std::move(fn));
+  std::future<void> done = task.get_future();
+  std::thread t(std::move(task));
+  if (done.wait_for(std::chrono::duration<double>(seconds)) != std::future_status::ready) {
+    std::fprintf(stderr, "FAILED: %s did not end within %.0f s (deadlock)\n", what, seconds);
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  t.join();
+  done.get();
 }
 
 // A rank's row-sparse input: random rows (repeats included), small integer values.
