@@ -1,7 +1,8 @@
 // Api::shutdown() from completions where waiting for a runtime's loop would deadlock: a
 // completion of one in-process rank that shuts down another rank's Api (whose last cycle needs
 // the first rank's loop, busy in that completion), over the synchronous CPU executor and over
-// an asynchronous one. Every test is bounded: a hang exits the binary at once.
+// an asynchronous one; and a runtime whose last reference ends on its executor's thread (the
+// reaper deletes it). Every test is bounded: a hang exits the binary at once.
 #include <chrono>
 #include <future>
 #include <utility>
@@ -102,6 +103,39 @@ TEST(ApiTeardown, ACompletionShutsDownAnotherRankOnTheExecutorThread) {
     ASSERT_TRUE(initGated(rank0, job, 0, slowTimeoutConfig(), &executor0).isOk());
     ASSERT_TRUE(initGated(rank1, job, 1, slowTimeoutConfig(), &executor1).isOk());
     shutDownTheOtherRankFromACompletion(rank0, rank1);
+  });
+}
+
+// The Api's reference to the runtime is the last one, and the completion that drops it runs
+// on the executor's thread: the runtime cannot be deleted there (~Runtime joins that thread's
+// executor), so a reaper of the Api's deletes it.
+TEST(ApiTeardown, TheLastReferenceEndsOnTheExecutorThread) {
+  runBounded(120, "shutdown from a completion on the executor thread", [] {
+    auto job = bindings::InProcessJob::make(1);
+    Api api;
+    std::thread::id executorThread;
+    ASSERT_TRUE(initGated(api, job, 0, bindingsConfig(), &executorThread).isOk());
+    std::vector<float> x(2, 1.0f);
+    std::promise<std::pair<Status, std::thread::id>> inside;
+    auto id = api.enqueue(TensorOp::allreduce("x", view(x), view(x)), [&](int64_t, const Status&) {
+      inside.set_value({api.shutdown(), std::this_thread::get_id()});
+    });
+    ASSERT_TRUE(id.isOk()) << id.status().toString();
+    std::future<std::pair<Status, std::thread::id>> f = inside.get_future();
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    auto [status, thread] = f.get();
+    EXPECT_TRUE(status.isOk()) << status.toString();
+    EXPECT_EQ(thread, executorThread) << "the completion did not run on the executor's thread";
+    EXPECT_FALSE(api.initialized());
+    EXPECT_TRUE(api.shutdown().isOk());  // joins the reaper
+    EXPECT_TRUE(api.poll(id.value()).value());
+    // The Api starts again afterwards.
+    ASSERT_TRUE(
+        initGated(api, bindings::InProcessJob::make(1), 0, bindingsConfig(), &executorThread)
+            .isOk());
+    auto again = api.enqueue(TensorOp::allreduce("x", view(x), view(x)));
+    ASSERT_TRUE(again.isOk()) << again.status().toString();
+    EXPECT_TRUE(waitDone(api, again.value()).isOk());
   });
 }
 
