@@ -2,6 +2,7 @@
 // (core/runtime.h). The background loop is in runtime_loop.cc.
 #include "core/runtime.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <utility>
 
@@ -26,9 +27,6 @@ std::string rankPath(const std::string& path, int rank) {
 constexpr const char* kDynamic = "DYNAMIC";
 
 }  // namespace
-
-thread_local const Runtime* Runtime::completing_ = nullptr;
-thread_local const Runtime* Runtime::loopOf_ = nullptr;
 
 RuntimeOptions RuntimeOptions::fromConfig(const Config& config, int rank, int size) {
   RuntimeOptions o;
@@ -76,11 +74,12 @@ Result<std::unique_ptr<Runtime>> Runtime::create(RuntimeOptions options,
                                         rt->options_.timelineMarkCycles));
     rt->timeline_ = std::move(t);
   }
-  rt->thread_ = std::thread([r = rt.get()] {
-    loopOf_ = r;
-    r->loop();
-  });
-  rt->loopId_ = rt->thread_.get_id();
+  {
+    // Listed at once; no callback runs before create returns (nothing is queued yet).
+    std::lock_guard<std::mutex> lock(rt->callbackMu_);
+    rt->thread_ = std::thread([r = rt.get()] { r->loop(); });
+    rt->callbackThreads_.push_back(rt->thread_.get_id());
+  }
   return rt;
 }
 
@@ -130,21 +129,34 @@ Status Runtime::shutdown() {
   requestShutdown();
   // From a callback (the loop's own thread, or an asynchronous executor's while it completes
   // this runtime's handles): the loop ends after this cycle's agreement.
-  if (std::this_thread::get_id() == loopId_ || completing_ == this) return Status::ok();
+  if (onCallbackThread()) return Status::ok();
   {
     std::lock_guard<std::mutex> lock(joinMu_);
-    if (thread_.joinable()) thread_.join();
+    if (thread_.joinable()) {
+      const std::thread::id loop = thread_.get_id();
+      thread_.join();
+      removeCallbackThread(loop);
+    }
   }
   std::lock_guard<std::mutex> lock(mu_);
   return stoppedByThisRank_ ? Status::ok() : status_;
 }
 
 bool Runtime::onCallbackThread() const {
-  return std::this_thread::get_id() == loopId_ || completing_ == this;
+  std::lock_guard<std::mutex> lock(callbackMu_);
+  return std::find(callbackThreads_.begin(), callbackThreads_.end(), std::this_thread::get_id()) !=
+         callbackThreads_.end();
 }
 
-bool Runtime::onAnyCallbackThread() {
-  return loopOf_ != nullptr || completing_ != nullptr;
+void Runtime::addCallbackThread() {
+  std::lock_guard<std::mutex> lock(callbackMu_);
+  callbackThreads_.push_back(std::this_thread::get_id());
+}
+
+void Runtime::removeCallbackThread(std::thread::id id) {
+  std::lock_guard<std::mutex> lock(callbackMu_);
+  auto it = std::find(callbackThreads_.begin(), callbackThreads_.end(), id);
+  if (it != callbackThreads_.end()) callbackThreads_.erase(it);
 }
 
 Status Runtime::status() const {

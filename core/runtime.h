@@ -137,8 +137,6 @@ class Runtime {
   // Whether the calling thread runs this runtime's callbacks: its background thread, or an
   // asynchronous executor's thread while it completes this runtime's handles.
   bool onCallbackThread() const;
-  // The same for any runtime of this process.
-  static bool onAnyCallbackThread();
 
   // ZEN_TIMELINE=DYNAMIC only: start or stop writing a timeline (per rank, ".rank<N>" is
   // inserted into the path).
@@ -232,12 +230,14 @@ class Runtime {
 
   std::mutex joinMu_;
   std::thread thread_;
-  std::thread::id loopId_;  // the background thread's id, fixed at create
-  // Set while an asynchronous executor's thread completes handles of this runtime: a callback
-  // there may call shutdown(), which then must not wait (the loop may be draining it).
-  static thread_local const Runtime* completing_;
-  // The runtime whose background thread this is (null on other threads).
-  static thread_local const Runtime* loopOf_;
+  // The threads running this runtime's callbacks (onCallbackThread()): the background thread
+  // until it is joined (a later thread may get its id), and an asynchronous executor's while
+  // it completes handles here (a callback there may call shutdown(), which then must not
+  // wait: the loop may be draining that executor). Several at once, or one twice (nested).
+  mutable std::mutex callbackMu_;
+  std::vector<std::thread::id> callbackThreads_;
+  void addCallbackThread();
+  void removeCallbackThread(std::thread::id id);
 };
 
 }  // namespace zen

@@ -161,15 +161,14 @@ void Runtime::complete(const Submitted& bucket, const Status& status, const Buck
   }
   record(bucket.response, bucket.entries, report, bucket.bucket, bucket.planned, bucket.start,
          Clock::now(), status);
-  const Runtime* outer = completing_;
-  completing_ = this;  // on the executor's thread, a callback's shutdown() must not wait
+  addCallbackThread();  // on the executor's thread, a callback's shutdown() must not wait
   finishAll(bucket.response, bucket.entries, status);
   {
     std::lock_guard<std::mutex> lock(deferMu_);
     inFlight_.erase(bucket.bucket);
   }
   completeDeferred();  // a join or barrier that waited for this bucket
-  completing_ = outer;
+  removeCallbackThread(std::this_thread::get_id());
 }
 
 void Runtime::completeDeferred() {
