@@ -113,6 +113,7 @@ Result<std::unique_ptr<Runtime>> createTcpRuntime(const Config& config,
   options.logger = logger;
   ops::TcpOptions controlOptions = options;
   controlOptions.onListening = std::move(onControlListening);
+  if (rank == 0) controlOptions.rendezvousFd = config.controllerFd.value_or(-1);
   ZEN_ASSIGN_OR_RETURN(std::unique_ptr<ops::Transport> control,
                        ops::createTcpTransport(controlOptions));
   std::unique_ptr<ops::Transport> data;

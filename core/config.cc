@@ -90,6 +90,7 @@ const std::map<std::string, Setter>& setters() {
       {"ZEN_CROSS_RANK", intField(&Config::crossRank, 0)},
       {"ZEN_CROSS_SIZE", intField(&Config::crossSize, 1)},
       {"ZEN_CONTROLLER_ADDR", stringField(&Config::controllerAddr)},
+      {"ZEN_CONTROLLER_FD", intField(&Config::controllerFd, 0)},
       {"ZEN_SECRET", stringField(&Config::secret)},
       {"ZEN_FUSION_THRESHOLD",
        [](Config& c, const std::string& n, const std::string& v) {

@@ -19,7 +19,10 @@ struct Config {
   // Launch (set by zenrun or derived from the MPI environment when absent).
   std::optional<int> rank, size, localRank, localSize, crossRank, crossSize;
   std::string controllerAddr;  // host:port of rank 0's control channel
-  std::string secret;          // per-job secret checked on every TCP connection
+  // Rank 0 under zenrun: a socket zenrun already listens on at controllerAddr's port and hands
+  // over (ops::TcpOptions::rendezvousFd), so that no other process can take the port first.
+  std::optional<int> controllerFd;
+  std::string secret;  // per-job secret checked on every TCP connection
   // The MPI launcher's placement (OMPI_COMM_WORLD_RANK/SIZE, else PMI_RANK/PMI_SIZE): present
   // under mpirun, where no ZEN_RANK is needed. Read here so that nothing else calls getenv.
   std::optional<int> mpiRank, mpiSize;

@@ -7,6 +7,10 @@
 // text, zero-padded to 64 B, then the port as u32), from rank 0 to each rank.
 #include "ops/tcp_rendezvous.h"
 
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <string>
 #include <thread>
@@ -196,6 +200,49 @@ Status openListener(tcp::acceptor& acceptor, const tcp::endpoint& at, int rank) 
   return Status::ok();
 }
 
+// The port fd listens on, 0 when it is not a listening TCP socket (or not open at all).
+uint16_t listeningPort(int fd, int* family) {
+  int value = 0;
+  socklen_t size = sizeof(value);
+  if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &value, &size) != 0 || value == 0) return 0;
+  size = sizeof(value);
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &value, &size) != 0 || value != SOCK_STREAM) return 0;
+  sockaddr_storage local{};
+  socklen_t localSize = sizeof(local);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &localSize) != 0) return 0;
+  *family = local.ss_family;
+  if (local.ss_family == AF_INET) {
+    return ntohs(reinterpret_cast<const sockaddr_in*>(&local)->sin_port);
+  }
+  if (local.ss_family == AF_INET6) {
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(&local)->sin6_port);
+  }
+  return 0;
+}
+
+// Takes fd into acceptor when it is a TCP socket listening on port (TcpOptions::rendezvousFd).
+bool adoptListener(tcp::acceptor& acceptor, int fd, uint16_t port, spdlog::logger& log) {
+  if (fd < 0) return false;
+  int family = 0;
+  const uint16_t listening = listeningPort(fd, &family);
+  if (listening != port) {
+    // Closed: a runtime before this one took it (init after shutdown). Else a misconfiguration.
+    const bool closed = fcntl(fd, F_GETFD) == -1;
+    log.log(closed ? spdlog::level::debug : spdlog::level::warn,
+            "rank 0: ZEN_CONTROLLER_FD={} is not a socket listening on port {}; binding the port",
+            fd, port);
+    return false;
+  }
+  (void)fcntl(fd, F_SETFD, FD_CLOEXEC);  // the program's later children need not hold the port
+  boost::system::error_code ec;
+  acceptor.assign(family == AF_INET ? tcp::v4() : tcp::v6(), fd, ec);
+  if (ec) {
+    log.warn("rank 0: cannot take ZEN_CONTROLLER_FD={}: {}; binding the port", fd, ec.message());
+    return false;
+  }
+  return true;
+}
+
 Result<std::vector<SocketPtr>> rootMesh(asio::io_context& io,
                                         const TcpOptions& options,
                                         const tcp::endpoint& at,
@@ -203,7 +250,9 @@ Result<std::vector<SocketPtr>> rootMesh(asio::io_context& io,
                                         spdlog::logger& log) {
   const int n = options.size;
   tcp::acceptor acceptor(io);
-  ZEN_RETURN_IF_ERROR(openListener(acceptor, at, 0));
+  if (!adoptListener(acceptor, options.rendezvousFd, at.port(), log)) {
+    ZEN_RETURN_IF_ERROR(openListener(acceptor, at, 0));
+  }
   const uint16_t port = acceptor.local_endpoint().port();
   log.debug("rank 0: rendezvous listening on {}:{}", at.address().to_string(), port);
   if (options.onListening) options.onListening(port);

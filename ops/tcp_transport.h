@@ -20,6 +20,11 @@ struct TcpOptions : TransportOptions {
   size_t maxFrameBytes = kDefaultMaxFrameBytes;
   // Rank 0 only: called once the rendezvous port is bound, before waiting for the others.
   std::function<void(uint16_t port)> onListening;
+  // Rank 0 only, when >= 0: a socket already listening on rendezvousAddr's port (zenrun's,
+  // ZEN_CONTROLLER_FD), accepted on instead of binding the port, and closed with the mesh's
+  // rendezvous. Anything else there (closed since, or another file after a re-init) is left
+  // alone and the port bound as usual.
+  int rendezvousFd = -1;
 
   // rank, size, timeout and secret from Config; rendezvousAddr = Config::controllerAddr.
   static TcpOptions fromConfig(const Config& config);

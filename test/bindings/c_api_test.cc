@@ -4,6 +4,7 @@
 // (so parallel test runs never collide). Every wait is bounded; children that outlive the
 // limit are killed.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -154,6 +155,20 @@ int freePortPair() {
     if (next) return port;
   }
   return 0;
+}
+
+// A socket listening on 127.0.0.1:port, or -1.
+int listenOnLoopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 16) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 #define CHILD_CHECK(cond, code)                                                             \
@@ -460,7 +475,8 @@ TEST(CApi, EveryFunctionAcrossForkedTcpRanks) {
 }
 
 // zen_init() from the environment zenrun sets: ZEN_RANK, ZEN_SIZE, ZEN_CONTROLLER_ADDR.
-void expectEnvironmentJob(int port) {
+// controllerFd >= 0: rank 0 gets it as ZEN_CONTROLLER_FD (zenrun's socket, inherited).
+void expectEnvironmentJob(int port, int controllerFd = -1) {
   constexpr int n = 2;
   std::vector<pid_t> pids;
   std::fflush(stdout);
@@ -476,6 +492,9 @@ void expectEnvironmentJob(int port) {
       setenv("ZEN_CONTROLLER_ADDR", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
       setenv("ZEN_SECRET", "from-env", 1);
       setenv("ZEN_TIMEOUT", "20", 1);
+      if (rank == 0 && controllerFd >= 0) {
+        setenv("ZEN_CONTROLLER_FD", std::to_string(controllerFd).c_str(), 1);
+      }
       int code = 0;
       if (zen_init() != ZEN_OK) {
         std::fprintf(stderr, "rank %d: zen_init: %s\n", rank, zen_last_error());
@@ -512,15 +531,33 @@ TEST(CApi, InitFromTheEnvironment) {
 TEST(CApi, InitWhenTheDataPortIsTaken) {
   const int port = freePortPair();
   ASSERT_GT(port, 0);
-  const int holder = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port + 1));
-  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(listen(holder, 1), 0);
+  const int holder = listenOnLoopback(port + 1);
+  ASSERT_GE(holder, 0);
   expectEnvironmentJob(port);
   close(holder);
+}
+
+// zenrun's controller socket: this process listens on the port (so nothing else can bind it,
+// rank 0 included) and rank 0 inherits the socket as ZEN_CONTROLLER_FD and accepts on it.
+TEST(CApi, InitOnTheControllerSocketZenrunHandsOver) {
+  const int port = freePortPair();
+  ASSERT_GT(port, 0);
+  const int listener = listenOnLoopback(port);
+  ASSERT_GE(listener, 0);
+  expectEnvironmentJob(port, listener);
+  close(listener);
+}
+
+// A ZEN_CONTROLLER_FD that is no socket listening on the port (a closed one after a re-init,
+// or a stray file) is left alone: rank 0 binds the port as usual.
+TEST(CApi, InitIgnoresAControllerFdThatIsNotTheListener) {
+  const int port = freePortPair();
+  ASSERT_GT(port, 0);
+  const int file = open("/dev/null", O_RDONLY);
+  ASSERT_GE(file, 0);
+  expectEnvironmentJob(port, file);
+  close(file);
+  expectEnvironmentJob(freePortPair(), 1000);  // not open at all
 }
 
 // A C program (compiled as C) running a job of one through zen_init().

@@ -1,13 +1,16 @@
 """What a rank runs in test_zenrun.py: reports its environment and plays a part.
 
     rank_probe.py [--pid-dir D] [--fail RANK:CODE] [--delay S]
-                  [--others exit|sleep|ignore-term] [--rendezvous]
+                  [--others exit|sleep|ignore-term] [--rendezvous [--steal-port]]
 
 Prints one stdout line `ENV {...}` (its ZEN_*/OMPI_COMM_WORLD_* variables, pid and network
 namespace) and one stderr line `hello from rank R`; writes D/rank.R with its pid; then the
 rank named by --fail exits with CODE after --delay seconds, and the others exit 0, sleep,
 or sleep ignoring SIGTERM. --rendezvous: rank 0 listens on ZEN_CONTROLLER_ADDR's port and
-every other rank connects and sends ZEN_SECRET (a real cross-host connection check).
+every other rank connects and sends ZEN_SECRET (a real cross-host connection check); rank 0
+listens on ZEN_CONTROLLER_FD when zenrun passed one, as the library does. --steal-port: rank 1
+first tries to take that port itself (prints STEAL taken, and holds it, or STEAL refused), while
+rank 0 waits a second before it listens: another process grabbing the port zenrun chose.
 """
 
 import argparse
@@ -26,15 +29,38 @@ def rank_of_env():
     raise SystemExit("rank_probe: neither ZEN_RANK nor OMPI_COMM_WORLD_RANK is set")
 
 
-def rendezvous(rank, size):
+_HELD = []  # a port taken by --steal-port stays taken until the process exits
+
+
+def steal(host, port):
+    """Binds and listens on the port; the socket (kept open by the caller), else None."""
+    thief = socket.socket()
+    thief.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        thief.bind((host, port))
+        thief.listen(1)
+    except OSError:
+        thief.close()
+        print("STEAL refused", flush=True)
+        return None
+    print("STEAL taken", flush=True)
+    return thief
+
+
+def rendezvous(rank, size, steal_port=False):
     host, _, port = os.environ["ZEN_CONTROLLER_ADDR"].rpartition(":")
     secret = os.environ["ZEN_SECRET"]
     deadline = time.monotonic() + 15
     if rank == 0:
-        srv = socket.socket()
-        srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        srv.bind((host, int(port)))
-        srv.listen(size)
+        if steal_port:
+            time.sleep(1)  # rank 1 tries first
+        if "ZEN_CONTROLLER_FD" in os.environ:
+            srv = socket.socket(fileno=int(os.environ["ZEN_CONTROLLER_FD"]))
+        else:
+            srv = socket.socket()
+            srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            srv.bind((host, int(port)))
+            srv.listen(size)
         srv.settimeout(15)
         peers = []
         while len(peers) < size - 1:
@@ -47,6 +73,8 @@ def rendezvous(rank, size):
                 peers.append(int(words[0]))
         print(f"RENDEZVOUS ok peers={sorted(peers)}", flush=True)
         return
+    if steal_port and rank == 1:
+        _HELD.append(steal(host, int(port)))
     while True:
         try:
             with socket.create_connection((host, int(port)), timeout=2) as c:
@@ -66,6 +94,7 @@ def main():
     p.add_argument("--delay", type=float, default=0.0)
     p.add_argument("--others", choices=("exit", "sleep", "ignore-term"), default="exit")
     p.add_argument("--rendezvous", action="store_true")
+    p.add_argument("--steal-port", action="store_true")
     a = p.parse_args()
     rank = rank_of_env()
     env = {k: v for k, v in os.environ.items()
@@ -82,7 +111,7 @@ def main():
             f.write(str(os.getpid()))
         os.rename(path + ".tmp", path)
     if a.rendezvous:
-        rendezvous(rank, int(os.environ["ZEN_SIZE"]))
+        rendezvous(rank, int(os.environ["ZEN_SIZE"]), a.steal_port)
     if a.fail:
         fail_rank, code = (int(x) for x in a.fail.split(":"))
         if rank == fail_rank:

@@ -215,6 +215,28 @@ def test_tcp_env_and_prefixes(np_):
     assert len(addrs) == 1 and re.fullmatch(r"127\.0\.0\.1:\d+", addrs.pop())
 
 
+def test_controller_port_cannot_be_taken_before_rank_0_listens():
+    """zenrun holds the controller port it chose until rank 0 has it: another process (rank
+    1, before rank 0 listens) cannot take it, and rank 0 listens on the socket it inherited
+    (ZEN_CONTROLLER_FD, rank 0 only). When zenrun only probed a free port, the thief got it
+    and rank 0 could not listen."""
+    r = zenrun(["-np", "3", PYTHON, PROBE, "--rendezvous", "--steal-port"], timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = rank_lines(r.stdout, "stdout")
+    assert "STEAL refused" in lines[1], lines
+    assert "RENDEZVOUS ok peers=[1, 2]" in lines[0], lines
+    reports = probe_reports(r.stdout)
+    assert reports[0]["env"]["ZEN_CONTROLLER_FD"].isdigit()
+    assert [rank for rank in reports if "ZEN_CONTROLLER_FD" in reports[rank]["env"]] == [0]
+    # A port given by hand is the user's to keep free: no socket is handed over.
+    port = reports[0]["env"]["ZEN_CONTROLLER_ADDR"].rpartition(":")[2]
+    r = zenrun(["-np", "2", "--controller-addr", f"127.0.0.1:{port}", PYTHON, PROBE,
+                "--rendezvous"], timeout=60)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert not [rep for rep in probe_reports(r.stdout).values()
+                if "ZEN_CONTROLLER_FD" in rep["env"]]
+
+
 @pytest.mark.skipif(not HAVE_MPIRUN, reason="mpirun not installed (openmpi-bin)")
 @pytest.mark.parametrize("np_", [1, 2, 4])
 def test_mpi_env_and_prefixes(np_):

@@ -18,6 +18,9 @@ it; everything else is the rank's output. A rank that does not report within
 Local ranks (`exec` mode): the wrapper reports and then exec()s the command, so the rank
 keeps the wrapper's pid and zenrun signals it directly.
 
+--pass-fd N (repeatable): descriptor N goes on to the command (zenrun's controller socket for
+rank 0, ZEN_CONTROLLER_FD); in exec mode it simply stays open.
+
 Remote ranks (--watch-stdin): the wrapper stays as the parent. It reads the rank's
 environment as one JSON line from stdin (so ZEN_SECRET never appears on a command line),
 runs the command in its own process group with PR_SET_PDEATHSIG=SIGKILL, forwards
@@ -80,11 +83,14 @@ def _child_setup():
         pass
 
 
-def _watch(rank, cmd, grace):
+def _watch(rank, cmd, grace, pass_fds=()):
     try:
-        child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, preexec_fn=_child_setup)
+        child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, preexec_fn=_child_setup,
+                                 pass_fds=pass_fds)
     except OSError as err:
         return _fail(rank, cmd, err)
+    for fd in pass_fds:  # the command's now; the port is freed when it exits
+        os.close(fd)
     lock = threading.Lock()
     state = {"stopping": False}
 
@@ -148,7 +154,7 @@ def _read_env_line():
 
 def main(argv=None):
     args = list(sys.argv[1:] if argv is None else argv)
-    rank, token, grace, watch, env_stdin = None, "", 5.0, False, False
+    rank, token, grace, watch, env_stdin, pass_fds = None, "", 5.0, False, False, []
     while args and args[0] != "--":
         flag = args.pop(0)
         if flag == "--rank":
@@ -161,6 +167,8 @@ def main(argv=None):
             watch = True
         elif flag == "--env-stdin":
             env_stdin = True
+        elif flag == "--pass-fd":
+            pass_fds.append(int(args.pop(0)))
         else:
             sys.stderr.write(f"rank_wrapper: unknown flag {flag}\n")
             return 2
@@ -173,7 +181,7 @@ def main(argv=None):
     if rank is None:
         rank = _rank_from_env()
     _report(token, rank)
-    return _watch(rank, cmd, grace) if watch else _exec(rank, cmd)
+    return _watch(rank, cmd, grace, tuple(pass_fds)) if watch else _exec(rank, cmd)
 
 
 if __name__ == "__main__":

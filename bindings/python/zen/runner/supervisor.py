@@ -97,11 +97,12 @@ class Supervisor:
         for sig, old in self._old_handlers.items():
             signal.signal(sig, old)
 
-    def spawn(self, argv, env, ranks, host, pump, stdin_data=None, signal_leader_only=False):
-        """Starts one member; `pump(member, stream_name, pipe)` reads each of its pipes.
-        Raises OSError when the program cannot be started."""
+    def spawn(self, argv, env, ranks, host, pump, stdin_data=None, signal_leader_only=False,
+              pass_fds=()):
+        """Starts one member; `pump(member, stream_name, pipe)` reads each of its pipes;
+        pass_fds: descriptors it inherits. Raises OSError when it cannot be started."""
         proc = subprocess.Popen(
-            argv, env=env, start_new_session=True,
+            argv, env=env, start_new_session=True, pass_fds=pass_fds,
             stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         member = Member(proc, ranks, host, signal_leader_only)

@@ -30,14 +30,24 @@ _LOCAL_ONLY = re.compile(r"^(HOSTNAME|PWD|OLDPWD|SHLVL|_|DISPLAY|XAUTHORITY|TERM
                          r"MAIL|LS_COLORS|SSH_.*|BASH_FUNC_.*|XDG_.*|DBUS_.*)$")
 
 
-def free_port(bind_host="127.0.0.1"):
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+def controller_listener(bind_host="127.0.0.1"):
+    """A socket listening on a free port. zenrun holds it from choosing the port until rank 0
+    has it (ZEN_CONTROLLER_FD, inherited), so no other process can take the port in between;
+    rank 0's library accepts on it instead of binding the port (ops/tcp_transport.h)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((bind_host, 0))
-        return s.getsockname()[1]
+        s.listen(socket.SOMAXCONN)
+    except OSError:
+        s.close()
+        raise
+    return s
 
 
 def controller_addr(args, slots):
-    """ZEN_CONTROLLER_ADDR: where rank 0 (on the first host) listens."""
+    """ZEN_CONTROLLER_ADDR, where rank 0 (on the first host) listens, and the socket listening
+    there when zenrun chose the port itself (rank 0 is local), else None."""
     first = slots[0].host
     all_local = all(hostlib.is_local(s.host) for s in slots)
     host, port = None, None
@@ -54,12 +64,14 @@ def controller_addr(args, slots):
                 first.startswith("127.") else first
         else:
             host = first
+    listener = None
     if port is None:
         if hostlib.is_local(first):
-            port = free_port("127.0.0.1" if all_local else "0.0.0.0")
+            listener = controller_listener("127.0.0.1" if all_local else "0.0.0.0")
+            port = listener.getsockname()[1]
         else:
             port = 20000 + secrets.randbelow(40000)  # cannot probe a remote host's ports
-    return f"{host}:{port}"
+    return f"{host}:{port}", listener
 
 
 def _rank_env(base, slot, controller, secret):
@@ -85,7 +97,7 @@ def run(args, slots, base_env, output):
     """Launches and supervises the ranks; returns zenrun's exit code."""
     token = secrets.token_hex(8)
     secret = secrets.token_hex(16)
-    controller = controller_addr(args, slots)
+    controller, listener = controller_addr(args, slots)
     host_of = {s.rank: s.host for s in slots}
     remote = [s for s in slots if not hostlib.is_local(s.host)]
     sup = Supervisor(output, host_of, args.start_timeout, args.grace_seconds,
@@ -117,6 +129,11 @@ def run(args, slots, base_env, output):
         for s in slots:
             env = _rank_env(base_env, s, controller, secret)
             flags = ["--rank", str(s.rank)] + wrapper_flags
+            pass_fds = ()
+            if listener is not None and s.rank == 0:  # local: the listener is on its host
+                env["ZEN_CONTROLLER_FD"] = str(listener.fileno())
+                flags += ["--pass-fd", str(listener.fileno())]
+                pass_fds = (listener.fileno(),)
             if hostlib.is_local(s.host):
                 argv = [sys.executable, WRAPPER] + flags + ["--"] + args.command
                 stdin_data = b""
@@ -133,14 +150,21 @@ def run(args, slots, base_env, output):
             if args.verbose:
                 output.message(f"rank {s.rank}: {shlex.join(argv)}")
             try:
-                sup.spawn(argv, launch_env, [s.rank], s.host, pump, stdin_data=stdin_data)
+                sup.spawn(argv, launch_env, [s.rank], s.host, pump, stdin_data=stdin_data,
+                          pass_fds=pass_fds)
             except OSError as e:
                 output.message(f"cannot start rank {s.rank} on host {s.host}: {e}")
                 sup.begin_stop(signal.SIGTERM)
                 sup.run()
                 return 1
+            finally:
+                if pass_fds:  # rank 0 holds the port now (or never will)
+                    listener.close()
+                    listener = None
         sup.run()
     finally:
+        if listener is not None:
+            listener.close()
         sup.restore_signal_handlers()
         output.close_logs()
     return _summarize(sup, output, args)
