@@ -28,7 +28,8 @@ TEST(Config, ParsesEveryKnob) {
                                 {"ZEN_TIMELINE", "/tmp/t.json"},
                                 {"ZEN_TIMELINE_MARK_CYCLES", "1"},
                                 {"ZEN_LOG_LEVEL", "debug"},
-                                {"ZEN_TIMEOUT", "5"}});
+                                {"ZEN_TIMEOUT", "5"},
+                                {"ZEN_CONTROLLER_FD", "7"}});
   ASSERT_TRUE(c.isOk()) << c.status().toString();
   EXPECT_EQ(*c.value().rank, 2);
   EXPECT_EQ(*c.value().size, 4);
@@ -42,6 +43,7 @@ TEST(Config, ParsesEveryKnob) {
   EXPECT_TRUE(c.value().timelineMarkCycles);
   EXPECT_EQ(c.value().logLevel, "debug");
   EXPECT_DOUBLE_EQ(c.value().timeoutSeconds, 5.0);
+  EXPECT_EQ(c.value().controllerFd, 7);
 }
 
 struct BadCase {
@@ -74,7 +76,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"ZEN_TIMELINE_MARK_CYCLES", "maybe", "expected 0/1"},
                       BadCase{"ZEN_FUSION_THRESHOLDD", "1",
                               "unknown variable ZEN_FUSION_THRESHOLDD"},
-                      BadCase{"ZEN_RANK", "x", "ZEN_RANK='x'"}));
+                      BadCase{"ZEN_RANK", "x", "ZEN_RANK='x'"},
+                      BadCase{"ZEN_CONTROLLER_FD", "-1", "ZEN_CONTROLLER_FD"}));
 
 TEST(Config, MpiPlacementComesFromTheLauncher) {
   auto c = Config::parse({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
