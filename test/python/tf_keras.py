@@ -339,34 +339,21 @@ def train_with_passes(n, average, mode, passes, lr, mom):
     return model, opt
 
 
-def check_passes(n, average, mode):
-    passes, lr, mom = 2 * n, 0.5, 0.5
-    model, opt = train_with_passes(n, average, mode, passes, lr, mom)
-    assert int(opt.iterations) == passes, int(opt.iterations)  # every pass counts
-    assert opt._zen_aggregation._slots[0][1] is not None, "embedding not aggregated sparse"
-    want = lm_reference(passes, n, average, lr, mom)
-    for got, w, what in zip(model.get_weights(), want, ("embedding", "kernel", "bias")):
-        close(got, w, 2e-5, what)
-
-
 @check
-def backward_passes_2_sum_fit():
-    check_passes(2, False, "fit")
-
-
-@check
-def backward_passes_3_average_fit():
-    check_passes(3, True, "fit")
-
-
-@check
-def backward_passes_2_average_eager_loop():
-    check_passes(2, True, "eager")
-
-
-@check
-def backward_passes_3_sum_tf_function_loop():
-    check_passes(3, False, "function")
+def backward_passes_per_step():
+    """N = 2 and 3, summed and averaged, under Model.fit, an eager loop and a tf.function
+    loop: the weights of one-process training with the aggregated batches, every pass
+    counted in iterations, the embedding's gradient aggregated as tf.IndexedSlices."""
+    for n, average, mode in ((2, False, "fit"), (3, True, "fit"), (2, True, "eager"),
+                             (3, False, "function")):
+        label = "N=%d average=%s %s: " % (n, average, mode)
+        passes, lr, mom = 2 * n, 0.5, 0.5
+        model, opt = train_with_passes(n, average, mode, passes, lr, mom)
+        assert int(opt.iterations) == passes, label + str(int(opt.iterations))
+        assert opt._zen_aggregation._slots[0][1] is not None, label + "embedding not sparse"
+        want = lm_reference(passes, n, average, lr, mom)
+        for got, w, what in zip(model.get_weights(), want, ("embedding", "kernel", "bias")):
+            close(got, w, 2e-5, label + what)
 
 
 # ---- load_model, the Keras collectives, errors ----
