@@ -185,16 +185,6 @@ Response buildResponse(const std::string& name,
                                            name, ref.rootRank));
   }
 
-  if (ref.op == OpType::kAllreduce && ref.device.kind == Device::Kind::kCuda &&
-      ref.reduceOp != ReduceOp::kSum && ref.reduceOp != ReduceOp::kAverage &&
-      posters.size() < entry.byRank.size()) {
-    // The CUDA executor zero-fills a joined rank's slots: right for sum and average only.
-    return errorResponse(name, fmt::format("tensor '{}': allreduce with op {} on CUDA tensors "
-                                           "while a rank has joined is not supported (a joined "
-                                           "rank contributes zeros, not the op's identity)",
-                                           name, reduceOpName(ref.reduceOp)));
-  }
-
   Response r;
   r.type = responseTypeFor(ref.op);
   r.tensorNames = {name};

@@ -152,35 +152,33 @@ const std::map<std::string, Setter>& setters() {
   return table;
 }
 
-// The MPI launchers' placement variables, Open MPI's first.
-Status parseMpiPlacement(const std::map<std::string, std::string>& env, Config* config) {
-  const char* names[][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                            {"PMI_RANK", "PMI_SIZE"}};
+// The first (rank, size) pair of `names` present in env, in order, into *rank / *size.
+Status parseRankPair(const std::map<std::string, std::string>& env,
+                     const char* const (&names)[2][2],
+                     std::optional<int>* rank,
+                     std::optional<int>* size) {
   for (const auto& [rankName, sizeName] : names) {
-    auto rank = env.find(rankName);
-    auto size = env.find(sizeName);
-    if (rank == env.end() || size == env.end()) continue;
-    ZEN_ASSIGN_OR_RETURN(int64_t r, parseInt(rankName, rank->second, 0, 1 << 30));
-    ZEN_ASSIGN_OR_RETURN(int64_t n, parseInt(sizeName, size->second, 1, 1 << 30));
-    ZEN_CHECK_ARG(r < n, "{}={} is not below {}={}", rankName, r, sizeName, n);
-    config->mpiRank = static_cast<int>(r);
-    config->mpiSize = static_cast<int>(n);
-    break;
-  }
-  const char* local[][2] = {{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
-                            {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"}};
-  for (const auto& [rankName, sizeName] : local) {
-    auto rank = env.find(rankName);
-    auto size = env.find(sizeName);
-    if (rank == env.end() || size == env.end()) continue;
-    ZEN_ASSIGN_OR_RETURN(int64_t r, parseInt(rankName, rank->second, 0, 1 << 30));
-    ZEN_ASSIGN_OR_RETURN(int64_t n, parseInt(sizeName, size->second, 1, 1 << 30));
-    ZEN_CHECK_ARG(r < n, "{}={} is not below {}={}", rankName, r, sizeName, n);
-    config->mpiLocalRank = static_cast<int>(r);
-    config->mpiLocalSize = static_cast<int>(n);
+    auto r = env.find(rankName);
+    auto n = env.find(sizeName);
+    if (r == env.end() || n == env.end()) continue;
+    ZEN_ASSIGN_OR_RETURN(int64_t rv, parseInt(rankName, r->second, 0, 1 << 30));
+    ZEN_ASSIGN_OR_RETURN(int64_t nv, parseInt(sizeName, n->second, 1, 1 << 30));
+    ZEN_CHECK_ARG(rv < nv, "{}={} is not below {}={}", rankName, rv, sizeName, nv);
+    *rank = static_cast<int>(rv);
+    *size = static_cast<int>(nv);
     break;
   }
   return Status::ok();
+}
+
+// The MPI launchers' placement variables, Open MPI's first.
+Status parseMpiPlacement(const std::map<std::string, std::string>& env, Config* config) {
+  const char* const world[2][2] = {{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                   {"PMI_RANK", "PMI_SIZE"}};
+  const char* const local[2][2] = {{"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+                                   {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"}};
+  ZEN_RETURN_IF_ERROR(parseRankPair(env, world, &config->mpiRank, &config->mpiSize));
+  return parseRankPair(env, local, &config->mpiLocalRank, &config->mpiLocalSize);
 }
 
 // Variables of the build, test and demo scripts (tools/), never read by the library: a

@@ -17,58 +17,10 @@
 #include <cstring>
 #include <type_traits>
 
-#include "core/feistel_batch.h"
+#include "core/bitmap_walk.h"
 
 namespace zen {
 namespace {
-
-uint64_t load64le(const uint8_t* p) {
-  uint64_t w;
-  std::memcpy(&w, p, sizeof(w));
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-  w = __builtin_bswap64(w);
-#endif
-  return w;
-}
-
-// Calls fn(p) for every set bit p of a little-endian bitmap of `bytes` bytes, in order.
-template <typename Fn>
-void forEachSetBit(const uint8_t* bitmap, size_t bytes, Fn&& fn) {
-  const size_t full = bytes / 8;
-  for (size_t w = 0; w < full; ++w) {
-    for (uint64_t m = load64le(bitmap + w * 8); m != 0; m &= m - 1) {
-      fn(w * 64 + static_cast<uint64_t>(__builtin_ctzll(m)));
-    }
-  }
-  uint64_t m = 0;
-  for (size_t b = full * 8; b < bytes; ++b) m |= uint64_t{bitmap[b]} << (8 * (b - full * 8));
-  for (; m != 0; m &= m - 1) fn(full * 64 + static_cast<uint64_t>(__builtin_ctzll(m)));
-}
-
-// Calls fn(indices, count, first) for the set bits of a bitmap in order, up to
-// FeistelBatch::kBatch at a time: indices[i] = map.indexOf(part, p_i) of the (first + i)-th
-// set bit. The inverse permutation runs batched (core/feistel_batch.h), bit-identical to
-// indexOf but without its per-index latency chain.
-template <typename Fn>
-void forEachSetBitIndex(
-    const IndexMap& map, uint32_t part, const uint8_t* bitmap, size_t bytes, Fn&& fn) {
-  const IndexMapBatch batch(map);
-  uint64_t pos[FeistelBatch::kBatch];
-  uint64_t idx[FeistelBatch::kBatch];
-  size_t n = 0;
-  int64_t first = 0;
-  auto flush = [&] {
-    batch.indexOf(part, pos, idx, n);
-    fn(static_cast<const uint64_t*>(idx), n, first);
-    first += static_cast<int64_t>(n);
-    n = 0;
-  };
-  forEachSetBit(bitmap, bytes, [&](uint64_t p) {
-    pos[n++] = p;
-    if (n == FeistelBatch::kBatch) flush();
-  });
-  if (n > 0) flush();
-}
 
 int64_t popcount(const uint8_t* bitmap, size_t bytes) {
   int64_t n = 0;
@@ -192,18 +144,10 @@ Status decodeToDense(const IndexMap& map,
   ZEN_CHECK_ARG(out.data != nullptr, "output for {} decoded rows has no buffer", count);
   auto* dst = static_cast<std::byte*>(out.data);
   const auto* src = static_cast<const std::byte*>(values);
-  forEachSetBitIndex(map, part, bitmap, bitmapBytes,
-                     [&](const uint64_t* idx, size_t n, int64_t /*first*/) {
-                       if (rowBytes == 4) {
-                         for (size_t i = 0; i < n; ++i, src += 4) {
-                           std::memcpy(dst + idx[i] * 4, src, 4);
-                         }
-                       } else {
-                         for (size_t i = 0; i < n; ++i, src += rowBytes) {
-                           std::memcpy(dst + idx[i] * rowBytes, src, rowBytes);
-                         }
-                       }
-                     });
+  forEachSetBitIndex(
+      map, part, bitmap, bitmapBytes, [&](const uint64_t* idx, size_t n, int64_t first) {
+        copyRowsTo(dst, idx, src + static_cast<size_t>(first) * rowBytes, n, rowBytes);
+      });
   return Status::ok();
 }
 

@@ -15,6 +15,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_bucket.h"
 #include "cuda/device_buffer.h"
+#include "cuda/elementwise.h"
 #include "cuda/event_pool.h"
 #include "cuda/finalizer.h"
 #include "ops/cpu_sparse_bucket.h"
@@ -179,7 +180,15 @@ Status CudaExecutor::Impl::allreduce(const Response& r,
   }
   ZEN_RETURN_IF_ERROR(fusion.reserve(plan.totalBytes));
   DenseFusionCopies copies = fusionCopies(plan, entries, fusion.data());
-  copies.in.insert(copies.in.end(), copies.zeros.begin(), copies.zeros.end());
+  if (r.reduceOp == ReduceOp::kSum || r.reduceOp == ReduceOp::kAverage) {
+    copies.in.insert(copies.in.end(), copies.zeros.begin(), copies.zeros.end());
+  } else {
+    // A joined rank's slots hold the op's identity (the CPU executor's fillIdentity).
+    for (const CopyJob& z : copies.zeros) {
+      ZEN_RETURN_IF_ERROR(
+          launchFillIdentity(z.dst, z.bytes / dataTypeSize(r.dtype), r.dtype, r.reduceOp, stream));
+    }
+  }
   ZEN_RETURN_IF_ERROR(batchedCopy(copies.in, stream));
   ZEN_RETURN_IF_ERROR(comm->allreduce(fusion.data(), plan.count, r.dtype, r.reduceOp, stream));
   ZEN_RETURN_IF_ERROR(batchedCopy(copies.out, stream));

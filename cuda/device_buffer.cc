@@ -8,15 +8,33 @@
 #include "cuda/gpu_plan.h"
 
 namespace zen::cuda {
+namespace {
 
-DeviceBuffer::~DeviceBuffer() {
+cudaError_t allocate(Memory memory, void** data, size_t bytes) {
+  return memory == Memory::kDevice ? cudaMalloc(data, bytes) : cudaMallocHost(data, bytes);
+}
+
+void deallocate(Memory memory, void* data) {
+  if (memory == Memory::kDevice) {
+    cudaFree(data);
+  } else {
+    cudaFreeHost(data);
+  }
+}
+
+}  // namespace
+
+template <Memory kMemory>
+GrowingBuffer<kMemory>::~GrowingBuffer() {
   release();
 }
 
-DeviceBuffer::DeviceBuffer(DeviceBuffer&& other) noexcept
+template <Memory kMemory>
+GrowingBuffer<kMemory>::GrowingBuffer(GrowingBuffer&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)), capacity_(std::exchange(other.capacity_, 0)) {}
 
-DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
+template <Memory kMemory>
+GrowingBuffer<kMemory>& GrowingBuffer<kMemory>::operator=(GrowingBuffer&& other) noexcept {
   if (this != &other) {
     release();
     data_ = std::exchange(other.data_, nullptr);
@@ -25,59 +43,30 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& other) noexcept {
   return *this;
 }
 
-Status DeviceBuffer::reserve(size_t bytes) {
+template <Memory kMemory>
+Status GrowingBuffer<kMemory>::reserve(size_t bytes) {
   if (bytes <= capacity_) return Status::ok();
   const size_t capacity = growCapacity(capacity_, bytes);
   release();
-  ZEN_CHECK_CUDA(cudaMalloc(&data_, capacity));
+  ZEN_CHECK_CUDA(allocate(kMemory, &data_, capacity));
   capacity_ = capacity;
   return Status::ok();
 }
 
-void DeviceBuffer::release() {
+template <Memory kMemory>
+void GrowingBuffer<kMemory>::release() {
   if (data_ != nullptr) {
-    // cudaFree "may" synchronize; kernels still queued may read this memory, so wait for
-    // them first. Rare: growth has headroom and objects live across calls. Nothing to
-    // report from a destructor path.
+    // cudaFree "may" synchronize; kernels or copies still queued may use this memory, so
+    // wait for them first. Rare: growth has headroom and objects live across calls. Nothing
+    // to report from a destructor path.
     cudaDeviceSynchronize();
-    cudaFree(data_);
+    deallocate(kMemory, data_);
   }
   data_ = nullptr;
   capacity_ = 0;
 }
 
-PinnedBuffer::~PinnedBuffer() {
-  release();
-}
-
-PinnedBuffer::PinnedBuffer(PinnedBuffer&& other) noexcept
-    : data_(std::exchange(other.data_, nullptr)), capacity_(std::exchange(other.capacity_, 0)) {}
-
-PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& other) noexcept {
-  if (this != &other) {
-    release();
-    data_ = std::exchange(other.data_, nullptr);
-    capacity_ = std::exchange(other.capacity_, 0);
-  }
-  return *this;
-}
-
-Status PinnedBuffer::reserve(size_t bytes) {
-  if (bytes <= capacity_) return Status::ok();
-  const size_t capacity = growCapacity(capacity_, bytes);
-  release();
-  ZEN_CHECK_CUDA(cudaMallocHost(&data_, capacity));
-  capacity_ = capacity;
-  return Status::ok();
-}
-
-void PinnedBuffer::release() {
-  if (data_ != nullptr) {
-    cudaDeviceSynchronize();  // an asynchronous copy may still use it
-    cudaFreeHost(data_);
-  }
-  data_ = nullptr;
-  capacity_ = 0;
-}
+template class GrowingBuffer<Memory::kDevice>;
+template class GrowingBuffer<Memory::kPinnedHost>;
 
 }  // namespace zen::cuda

@@ -8,19 +8,27 @@
 
 namespace zen::cuda {
 
-class DeviceBuffer {
+enum class Memory {
+  kDevice,  // cudaMalloc
+  // Page-locked host memory (cudaMallocHost): the staging area for the few counters the
+  // host reads back (cudaMemcpyAsync into pageable memory would not be asynchronous).
+  kPinnedHost,
+};
+
+template <Memory kMemory>
+class GrowingBuffer {
  public:
-  DeviceBuffer() = default;
-  ~DeviceBuffer();
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& other) noexcept;
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  GrowingBuffer() = default;
+  ~GrowingBuffer();
+  GrowingBuffer(const GrowingBuffer&) = delete;
+  GrowingBuffer& operator=(const GrowingBuffer&) = delete;
+  GrowingBuffer(GrowingBuffer&& other) noexcept;
+  GrowingBuffer& operator=(GrowingBuffer&& other) noexcept;
 
   // Makes capacity() >= bytes (growCapacity's headroom). Growing frees the old memory first,
   // so the contents are lost.
   Status reserve(size_t bytes);
-  // Frees the memory after waiting for the device (queued kernels may still use it).
+  // Frees the memory after waiting for the device (queued kernels or copies may still use it).
   void release();
 
   void* data() const { return data_; }
@@ -35,30 +43,8 @@ class DeviceBuffer {
   size_t capacity_ = 0;
 };
 
-// Page-locked host memory: the staging area for the few counters the host reads back
-// (cudaMemcpyAsync into pageable memory would not be asynchronous).
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  ~PinnedBuffer();
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  PinnedBuffer(PinnedBuffer&& other) noexcept;
-  PinnedBuffer& operator=(PinnedBuffer&& other) noexcept;
-
-  Status reserve(size_t bytes);
-  void release();
-
-  void* data() const { return data_; }
-  template <typename T>
-  T* as() const {
-    return static_cast<T*>(data_);
-  }
-  size_t capacity() const { return capacity_; }
-
- private:
-  void* data_ = nullptr;
-  size_t capacity_ = 0;
-};
+// Both instantiated in device_buffer.cc.
+using DeviceBuffer = GrowingBuffer<Memory::kDevice>;
+using PinnedBuffer = GrowingBuffer<Memory::kPinnedHost>;
 
 }  // namespace zen::cuda

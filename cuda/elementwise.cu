@@ -2,6 +2,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/elementwise.h"
 #include "cuda/gpu_plan.h"
+#include "ops/reduce.h"
 
 namespace zen::cuda {
 namespace {
@@ -27,6 +28,15 @@ __global__ void findBadIndexKernel(const int64_t* indices,
       atomicMin(firstBad, static_cast<unsigned long long>(i));
       return;  // later entries of this thread are larger
     }
+  }
+}
+
+template <typename T>
+__global__ void fillKernel(T* data, size_t count, T value) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += stride) {
+    data[i] = value;
   }
 }
 
@@ -73,6 +83,31 @@ Status launchFindBadIndex(const int64_t* indices,
   findBadIndexKernel<<<blocksFor(count), kBlockThreads, 0, stream>>>(indices, count, numRows,
                                                                      firstBad);
   ZEN_CHECK_LAUNCH("findBadIndexKernel");
+  return Status::ok();
+}
+
+Status launchFillIdentity(
+    void* data, size_t count, DataType dtype, ReduceOp op, cudaStream_t stream) {
+  if (count == 0) return Status::ok();
+  // The host computes one element, so the values are ops::fillIdentity's bit for bit; the
+  // kernel only replicates its bytes.
+  uint64_t value = 0;
+  ops::fillIdentity(&value, 1, dtype, op);
+  const int blocks = blocksFor(static_cast<int64_t>(count));
+  switch (dataTypeSize(dtype)) {
+    case 2:
+      fillKernel<<<blocks, kBlockThreads, 0, stream>>>(static_cast<uint16_t*>(data), count,
+                                                       static_cast<uint16_t>(value));
+      break;
+    case 4:
+      fillKernel<<<blocks, kBlockThreads, 0, stream>>>(static_cast<uint32_t*>(data), count,
+                                                       static_cast<uint32_t>(value));
+      break;
+    default:
+      fillKernel<<<blocks, kBlockThreads, 0, stream>>>(static_cast<uint64_t*>(data), count, value);
+      break;
+  }
+  ZEN_CHECK_LAUNCH("fillKernel");
   return Status::ok();
 }
 

@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "core/aggregator.h"
+#include "core/bitmap_walk.h"
 #include "core/hash_bitmap.h"
 #include "core/hash_partitioner.h"
 #include "core/index_map.h"
@@ -113,20 +114,6 @@ Status fromRank(const Status& s, const char* what, int rank) {
   return ZEN_ERROR(s.code(), "zen: {} from rank {}: {}", what, rank, s.message());
 }
 
-// Calls fn(p) for every set bit p of a bitmap, in order.
-template <typename Fn>
-void forEachSetBit(const uint8_t* bitmap, size_t bytes, Fn&& fn) {
-  size_t b = 0;
-  for (; b + 8 <= bytes; b += 8) {
-    uint64_t m;
-    std::memcpy(&m, bitmap + b, 8);
-    for (; m != 0; m &= m - 1) fn(b * 8 + static_cast<uint64_t>(__builtin_ctzll(m)));
-  }
-  for (; b < bytes; ++b) {
-    for (unsigned m = bitmap[b]; m != 0; m &= m - 1) fn(b * 8 + __builtin_ctz(m));
-  }
-}
-
 // Step 4's choice of Pull encoding for an Algorithm 2 part of |I_j| = partSize positions.
 void encodePullPart(const EncodedPart& e, uint64_t partSize, const RowFormat& f, ByteVector* out) {
   const size_t rb = f.rowBytes();
@@ -146,31 +133,33 @@ void encodePullPart(const EncodedPart& e, uint64_t partSize, const RowFormat& f,
   encodeBitmapPart(f, e.bitmap.data(), partSize, e.values.data(), e.count, out);
 }
 
-// Validates part j's Pull payload and calls fn(index, row) for each of its rows.
+// Validates part j's Pull payload and calls fn(indices, rows, n) for its rows in order, in
+// batches: indices[i] is the global index of row i of `rows` (contiguous, rowBytes each).
 template <typename Fn>
 Result<int64_t> visitPullPart(
     const Zen& ws, uint32_t j, const ByteVector& payload, const RowFormat& f, Fn&& fn) {
   const uint64_t partSize = ws.map.partSize(static_cast<int>(j));
   const size_t rb = f.rowBytes();
   ZEN_ASSIGN_OR_RETURN(const PayloadKind kind, peekPayloadKind(payload.data(), payload.size()));
+  const std::byte* rows = nullptr;
+  auto batch = [&](const uint64_t* idx, size_t n, int64_t first) {
+    fn(idx, rows + static_cast<size_t>(first) * rb, n);
+  };
   switch (kind) {
     case PayloadKind::kCooPositions: {
       ZEN_ASSIGN_OR_RETURN(const CooPositionsView v,
                            decodeCooPositions(payload.data(), payload.size(), f, partSize,
                                               static_cast<int64_t>(partSize), true));
-      for (int64_t k = 0; k < v.count; ++k) {
-        fn(static_cast<int64_t>(ws.map.indexOf(j, v.positions[k])), v.values + k * rb);
-      }
+      rows = v.values;
+      forEachPositionIndex(
+          ws.map, j, v.count, [&](int64_t k) { return uint64_t{v.positions[k]}; }, batch);
       return v.count;
     }
     case PayloadKind::kBitmap: {
       ZEN_ASSIGN_OR_RETURN(const BitmapPartView v,
                            decodeBitmapPart(payload.data(), payload.size(), f, partSize));
-      const std::byte* row = v.values;
-      forEachSetBit(v.bitmap, v.bitmapBytes, [&](uint64_t p) {
-        fn(static_cast<int64_t>(ws.map.indexOf(j, p)), row);
-        row += rb;
-      });
+      rows = v.values;
+      forEachSetBitIndex(ws.map, j, v.bitmap, v.bitmapBytes, batch);
       return v.count;
     }
     case PayloadKind::kDenseRange: {
@@ -179,9 +168,9 @@ Result<int64_t> visitPullPart(
       ZEN_CHECK_ARG(v.begin == 0 && static_cast<uint64_t>(v.count) == partSize,
                     "dense part covers positions [{}, {}), expected the whole part [0, {})",
                     v.begin, v.begin + v.count, partSize);
-      for (int64_t k = 0; k < v.count; ++k) {
-        fn(static_cast<int64_t>(ws.map.indexOf(j, static_cast<uint64_t>(k))), v.values + k * rb);
-      }
+      rows = v.values;
+      forEachPositionIndex(
+          ws.map, j, v.count, [](int64_t k) { return static_cast<uint64_t>(k); }, batch);
       return v.count;
     }
     default:
@@ -203,8 +192,8 @@ Status decodeDense(const Zen& ws,
   std::vector<Result<int64_t>> counts(n, Status::ok());
   auto decodePart = [&](int64_t j) {
     counts[j] = visitPullPart(ws, static_cast<uint32_t>(j), ws.gathered[j], f,
-                              [&](int64_t idx, const std::byte* row) {
-                                std::memcpy(dense + static_cast<size_t>(idx) * rb, row, rb);
+                              [&](const uint64_t* idx, const std::byte* rows, size_t n) {
+                                copyRowsTo(dense, idx, rows, n, rb);
                               });
   };
   if (pool != nullptr) {
@@ -223,18 +212,22 @@ Status decodeDense(const Zen& ws,
 
 // Step 6 into result->sparse: (index, row) of every part, sorted by index, copied once.
 Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduceResult* result) {
+  const size_t rb = f.rowBytes();
   ws.entries.clear();
   for (int j = 0; j < ws.n; ++j) {
-    const Result<int64_t> count = visitPullPart(
-        ws, static_cast<uint32_t>(j), ws.gathered[j], f,
-        [&](int64_t idx, const std::byte* row) { ws.entries.emplace_back(idx, row); });
+    const Result<int64_t> count =
+        visitPullPart(ws, static_cast<uint32_t>(j), ws.gathered[j], f,
+                      [&](const uint64_t* idx, const std::byte* rows, size_t n) {
+                        for (size_t i = 0; i < n; ++i) {
+                          ws.entries.emplace_back(static_cast<int64_t>(idx[i]), rows + i * rb);
+                        }
+                      });
     ZEN_RETURN_IF_ERROR(fromRank(count.status(), "pull part", j));
   }
   // Parts own disjoint index sets and no part repeats a position: indices are unique.
   std::sort(ws.entries.begin(), ws.entries.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
   SparseTensor& out = result->sparse;
-  const size_t rb = f.rowBytes();
   out.numRows = numRows;
   out.rowSize = f.rowSize;
   out.dtype = f.dtype;

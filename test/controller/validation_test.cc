@@ -196,20 +196,20 @@ TEST(Validation, CheckRequestCatchesMalformedRequestsAtEnqueue) {
   }
 }
 
-TEST(Validation, CudaMinMaxProductRefusedWhileARankHasJoined) {
-  Request a = makeRequest(0, "x");
-  a.device = Device::cuda(0);
-  a.reduceOp = ReduceOp::kMax;
-  TableEntry entry = entryOf(2, {a});
+TEST(Validation, MinMaxProductWhileARankHasJoinedOnEveryDevice) {
+  // The executors fill a joined rank's slots with the op's identity (CPU: ops::fillIdentity,
+  // CUDA: launchFillIdentity), so negotiation lets these through on every device.
   std::vector<bool> joined = {false, true};
-  Response r = buildResponse("x", entry, joined);
-  ASSERT_EQ(r.type, ResponseType::kError);
-  EXPECT_NE(r.errorMessage.find("op max on CUDA tensors while a rank has joined"),
-            std::string::npos)
-      << r.errorMessage;
-  // Host tensors: the CPU executor fills in the identity.
-  a.device = Device::cpu();
-  EXPECT_EQ(buildResponse("x", entryOf(2, {a}), joined).type, ResponseType::kAllreduce);
+  for (const Device device : {Device::cpu(), Device::cuda(0)}) {
+    for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      Request a = makeRequest(0, "x");
+      a.device = device;
+      a.reduceOp = op;
+      const Response r = buildResponse("x", entryOf(2, {a}), joined);
+      EXPECT_EQ(r.type, ResponseType::kAllreduce) << reduceOpName(op) << " " << r.errorMessage;
+      EXPECT_EQ(r.reduceOp, op);
+    }
+  }
 }
 
 }  // namespace

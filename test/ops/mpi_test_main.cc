@@ -1,22 +1,7 @@
-// The backend-independent transport tests (transport_test.cc) under MPI: CTest starts this
-// binary with `mpirun -np N` for N in {1, 2, 3, 4, 7}; each process is one rank and creates a
-// fresh MPI transport per test. The exit code is the maximum over ranks, so any rank's
-// failure fails the run.
+// main() of the test binaries that CTest starts under `mpirun -np N`: each process is one
+// rank. The exit code is the maximum over ranks, so any rank's failure fails the run.
 #include <gtest/gtest.h>
 #include <mpi.h>
-
-#include "test/ops/transport_harness.h"
-
-namespace zen::ops::testing {
-namespace {
-
-INSTANTIATE_TEST_SUITE_P(Mpi,
-                         TransportTest,
-                         ::testing::Values(TransportParam{Backend::kMpi, 0}),
-                         paramName);
-
-}  // namespace
-}  // namespace zen::ops::testing
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

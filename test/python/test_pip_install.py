@@ -3,8 +3,8 @@ a temporary directory, no PYTHONPATH to bindings/python):
 
 - TensorFlow: the .venv-tf pip installs into a throwaway --target (setup.py finds
   tensorflow, builds zen/tensorflow/_zen_tf_ops.so, no zen.torch); with that python,
-  zen.tensorflow's allreduce of a tensor and of tf.IndexedSlices on one rank, and the zenrun
-  script is there.
+  zen.tensorflow's allreduce of a tensor and of tf.IndexedSlices on one rank,
+  zen.tensorflow.keras imports from there, and the zenrun script is there.
 - PyTorch: a throwaway `/usr/bin/python3 -m venv --system-site-packages` (Debian's torch)
   whose pip installs the package; zen.torch's allreduce and sparse_allreduce on one rank,
   then a 2-rank job launched by the installed zenrun.
@@ -175,9 +175,12 @@ def test_tensorflow_install(installs, work):
         assert isinstance(out, tf.IndexedSlices)
         assert out.indices.numpy().tolist() == [1], out.indices
         assert out.values.numpy().tolist() == [[2.0] * 3], out.values
+        import zen.tensorflow.keras as hvd_keras  # the subpackage is installed too
+        assert hvd_keras.callbacks.__file__.startswith(%r), hvd_keras.callbacks.__file__
+        assert hvd_keras.allreduce([1.0, 2.0]).numpy().tolist() == [1.0, 2.0]
         hvd.shutdown()
         print("ok")
-        """ % (target + os.sep), os.path.join(work, "cwd"), PYTHONPATH=target)
+        """ % (target + os.sep, target + os.sep), os.path.join(work, "cwd"), PYTHONPATH=target)
 
 
 @pytest.mark.skipif(not HAVE_TORCH, reason="/usr/bin/python3 has no torch (tools/setup)")

@@ -1,10 +1,16 @@
 """DistributedOptimizer for Keras 3 optimizers, as horovod.tensorflow.keras's: a dynamic
 subclass of the optimizer's class whose apply() (which apply_gradients and Model.fit call)
-averages the gradients over all ranks first."""
+averages the gradients over all ranks first, or, with backward_passes_per_step=N, sums N
+passes locally and allreduces once (aggregation.py).
+
+The subclass keeps the class name and module of the optimizer it wraps, so a model saved
+with it loads with plain Keras (a plain optimizer) or with zen.tensorflow.keras.load_model
+(wrapped again), as in Horovod."""
 
 import keras
 
 from zen.common.basics import Average
+from zen.tensorflow.aggregation import LocalAggregation
 from zen.tensorflow.compression import Compression
 from zen.tensorflow.gradients import make_allreduce_grads_fn
 
@@ -13,8 +19,22 @@ class _DistributedOptimizer:
     """Methods copied into the dynamic subclass."""
 
     def apply(self, grads, trainable_variables=None):
-        grads = self._zen_allreduce_grads(list(grads))
-        return super(self.__class__, self).apply(grads, trainable_variables)
+        parent = super(self.__class__, self)
+        grads = list(grads)
+        if self._zen_aggregation is None:
+            return parent.apply(self._zen_allreduce_grads(grads), trainable_variables)
+        if trainable_variables is None:
+            variables = self._trainable_variables
+        else:
+            variables = list(trainable_variables)
+            if not self.built:  # outside the cond: the optimizer's variables come first
+                with keras.name_scope(self.name, caller=self):
+                    self.build(variables)
+                self.built = True
+        self._zen_aggregation.step(grads, variables,
+                                   lambda reduced: parent.apply(reduced, trainable_variables),
+                                   self.iterations)
+        return None
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
@@ -25,19 +45,30 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     """A copy of the Keras optimizer (same class, same config) that averages (op=Average) or
     sums (op=Sum) the gradients over all ranks before applying them. tf.IndexedSlices
     gradients (embeddings) take Zen's sparse allreduce unless sparse_as_dense.
-    groups/num_groups are accepted: the daemon fuses whatever reaches it in one cycle."""
+    backward_passes_per_step=N applies once every N calls, the sum of the N passes'
+    gradients reduced over the ranks (divided by N when average_aggregated_gradients); the
+    other calls only count optimizer.iterations. groups/num_groups are accepted: the daemon
+    fuses whatever reaches it in one cycle."""
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise ValueError("zen.tensorflow.DistributedOptimizer wraps a Keras optimizer "
                          "(keras.optimizers.*), not %s" % type(optimizer).__name__)
     if process_set is not None:
         raise NotImplementedError("zen has no process sets other than the global one")
-    if backward_passes_per_step != 1:
-        raise NotImplementedError("backward_passes_per_step > 1: use the Keras optimizer's "
-                                  "gradient_accumulation_steps")
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
-               dict(_DistributedOptimizer.__dict__))
+    if not isinstance(backward_passes_per_step, int) or backward_passes_per_step <= 0:
+        raise ValueError("backward_passes_per_step must be an integer > 0, not %r"
+                         % (backward_passes_per_step,))
+    # Not __dict__/__weakref__: _DistributedOptimizer's descriptors break dir() (Keras saving).
+    methods = {k: v for k, v in _DistributedOptimizer.__dict__.items()
+               if k not in ("__dict__", "__weakref__")}
+    methods["__module__"] = optimizer.__class__.__module__
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), methods)
     distributed = cls.from_config(optimizer.get_config())
     distributed._zen_allreduce_grads = make_allreduce_grads_fn(
         "DistributedOptimizer.%s" % (name or optimizer.name), op, compression, sparse_as_dense,
         gradient_predivide_factor)
+    distributed._zen_aggregation = None
+    if backward_passes_per_step > 1:
+        distributed._zen_aggregation = LocalAggregation(
+            backward_passes_per_step, average_aggregated_gradients,
+            distributed._zen_allreduce_grads)
     return distributed
