@@ -23,6 +23,7 @@ struct Call {
   TensorArg in;
   TensorArg out;
   zen_sparse_tensor_t sparse{};  // ZenSparseAllreduce
+  std::vector<int64_t> splits;   // ZenAlltoall
 };
 
 absl::Status nameInput(OpKernelContext* context, int index, std::string* name) {
@@ -166,7 +167,7 @@ class SparseAllreduceOp : public ReduceKernel {
   }
 };
 
-// Output 0 as a copy of the handle's gathered rows.
+// Output `index` as a copy of the handle's gathered rows (allgather, alltoall).
 void copyGathered(OpKernelContext* context, const zen_gathered_t& g, const char* what) {
   TensorShape shape;
   for (int32_t d = 0; d < g.ndims; ++d) shape.AddDim(g.shape[d]);
@@ -223,6 +224,63 @@ class BroadcastOp : public ZenKernel {
   int rootRank_ = 0;
 };
 
+void copyAlltoallResult(OpKernelContext* context, zen_handle_t handle) {
+  zen_alltoall_result_t r{};
+  int code = zen_alltoall_result(handle, &r);
+  OP_REQUIRES(context, code == ZEN_OK, lastError(code));
+  copyGathered(context, r.output, "alltoall");
+  Tensor* received = nullptr;
+  OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({r.num_ranks}), &received));
+  auto splits = received->flat<int32_t>();
+  for (int32_t p = 0; p < r.num_ranks; ++p) {
+    splits(p) = static_cast<int32_t>(r.received_splits[p]);
+  }
+}
+
+class AlltoallOp : public ZenKernel {
+ public:
+  explicit AlltoallOp(OpKernelConstruction* c) : ZenKernel(c, 2, copyAlltoallResult) {}
+
+ protected:
+  // splits: rows to each rank (int32, Horovod's), empty for an equal split.
+  absl::Status prepare(OpKernelContext* context, Call* call) override {
+    TF_RETURN_IF_ERROR(viewInput(context, "alltoall", 1, call));
+    const Tensor& splits = context->input(1);
+    if (splits.dims() != 1) {
+      return absl::InvalidArgumentError("alltoall '" + call->name +
+                                        "': splits must be a vector, not " +
+                                        splits.shape().DebugString());
+    }
+    auto flat = splits.flat<int32_t>();
+    call->splits.assign(flat.data(), flat.data() + flat.size());
+    return absl::OkStatus();
+  }
+  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
+    return zen_enqueue_alltoall(call.name.c_str(), &call.in.c, call.splits.data(),
+                                static_cast<int32_t>(call.splits.size()), completion, handle);
+  }
+};
+
+class ReducescatterOp : public ReduceKernel {
+ public:
+  explicit ReducescatterOp(OpKernelConstruction* c) : ReduceKernel(c, 1) {}
+
+ protected:
+  // This rank's piece of the first dimension (zen_reducescatter_rows, Horovod's split).
+  absl::Status prepare(OpKernelContext* context, Call* call) override {
+    TF_RETURN_IF_ERROR(viewInput(context, "reducescatter", 1, call));
+    const int rank = zen_rank();
+    if (rank < 0) return lastError(ZEN_NOT_INITIALIZED);  // zen_rank's message
+    TensorShape shape = context->input(0).shape();
+    shape.set_dim(0, zen_reducescatter_rows(shape.dim_size(0), rank, zen_size()));
+    return allocateOutput(context, shape, call);
+  }
+  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
+    return zen_enqueue_reducescatter(call.name.c_str(), &call.in.c, &call.out.c, reduceOp_,
+                                     completion, handle);
+  }
+};
+
 void copyLastJoined(OpKernelContext* context, zen_handle_t handle) {
   int32_t last = -1;
   int code = zen_join_result(handle, &last);
@@ -258,6 +316,8 @@ REGISTER_KERNEL_BUILDER(Name("ZenAllreduce").Device(DEVICE_CPU), AllreduceOp);
 REGISTER_KERNEL_BUILDER(Name("ZenSparseAllreduce").Device(DEVICE_CPU), SparseAllreduceOp);
 REGISTER_KERNEL_BUILDER(Name("ZenAllgather").Device(DEVICE_CPU), AllgatherOp);
 REGISTER_KERNEL_BUILDER(Name("ZenBroadcast").Device(DEVICE_CPU), BroadcastOp);
+REGISTER_KERNEL_BUILDER(Name("ZenAlltoall").Device(DEVICE_CPU), AlltoallOp);
+REGISTER_KERNEL_BUILDER(Name("ZenReducescatter").Device(DEVICE_CPU), ReducescatterOp);
 REGISTER_KERNEL_BUILDER(Name("ZenJoin").Device(DEVICE_CPU), JoinOp);
 REGISTER_KERNEL_BUILDER(Name("ZenBarrier").Device(DEVICE_CPU), BarrierOp);
 
