@@ -211,6 +211,25 @@ zen_op_t blankOp(int32_t kind, const char* name, zen_completion_t done) {
   return op;
 }
 
+// An operation of an input, an output and a reduce op (allreduce, reducescatter).
+int enqueueReduction(int32_t kind,
+                     const char* what,
+                     const char* name,
+                     const zen_tensor_t* input,
+                     const zen_tensor_t* output,
+                     int32_t reduceOp,
+                     zen_completion_t done,
+                     zen_handle_t* handle) {
+  if (input == nullptr || output == nullptr) {
+    return fail(ZEN_INVALID_ARGUMENT, std::string(what) + " needs an input and an output tensor");
+  }
+  zen_op_t op = blankOp(kind, name, done);
+  op.input = *input;
+  op.output = *output;
+  op.reduce_op = reduceOp;
+  return enqueueOps(&op, 1, handle);
+}
+
 int placementField(int Placement::*field) {
   Result<Placement> p = api().placement();
   if (!p.isOk()) {
@@ -330,14 +349,8 @@ int zen_enqueue_allreduce(const char* name,
                           int32_t reduce_op,
                           zen_completion_t done,
                           zen_handle_t* handle) {
-  if (input == nullptr || output == nullptr) {
-    return fail(ZEN_INVALID_ARGUMENT, "allreduce needs an input and an output tensor");
-  }
-  zen_op_t op = zen::bindings::blankOp(ZEN_OP_ALLREDUCE, name, done);
-  op.input = *input;
-  op.output = *output;
-  op.reduce_op = reduce_op;
-  return zen::bindings::enqueueOps(&op, 1, handle);
+  return zen::bindings::enqueueReduction(ZEN_OP_ALLREDUCE, "allreduce", name, input, output,
+                                         reduce_op, done, handle);
 }
 
 int zen_enqueue_sparse_allreduce(const char* name,
@@ -401,14 +414,8 @@ int zen_enqueue_reducescatter(const char* name,
                               int32_t reduce_op,
                               zen_completion_t done,
                               zen_handle_t* handle) {
-  if (input == nullptr || output == nullptr) {
-    return fail(ZEN_INVALID_ARGUMENT, "reducescatter needs an input and an output tensor");
-  }
-  zen_op_t op = zen::bindings::blankOp(ZEN_OP_REDUCESCATTER, name, done);
-  op.input = *input;
-  op.output = *output;
-  op.reduce_op = reduce_op;
-  return zen::bindings::enqueueOps(&op, 1, handle);
+  return zen::bindings::enqueueReduction(ZEN_OP_REDUCESCATTER, "reducescatter", name, input, output,
+                                         reduce_op, done, handle);
 }
 
 int64_t zen_reducescatter_rows(int64_t rows, int32_t rank, int32_t size) {

@@ -58,28 +58,18 @@ TensorOp TensorOp::broadcast(std::string name, DenseView tensor, int rootRank) {
   return t;
 }
 
+// An allgather's request and views (ranks may differ in the first dimension), with splits.
 TensorOp TensorOp::alltoall(std::string name, DenseView input, std::vector<int64_t> splits) {
-  TensorOp t;
-  t.request.name = std::move(name);
+  TensorOp t = allgather(std::move(name), input);
   t.request.op = OpType::kAlltoall;
-  t.request.dtype = input.dtype;
-  t.request.shape = input.shape;
-  t.request.device = input.device;
   t.request.splits = std::move(splits);
-  t.input = input;
   return t;
 }
 
+// An allreduce's request and views; the output is this rank's piece.
 TensorOp TensorOp::reducescatter(std::string name, DenseView input, DenseView output, ReduceOp op) {
-  TensorOp t;
-  t.request.name = std::move(name);
+  TensorOp t = allreduce(std::move(name), input, output, op);
   t.request.op = OpType::kReducescatter;
-  t.request.reduceOp = op;
-  t.request.dtype = input.dtype;
-  t.request.shape = input.shape;
-  t.request.device = input.device;
-  t.input = input;
-  t.output = output;
   return t;
 }
 

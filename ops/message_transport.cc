@@ -118,21 +118,10 @@ Status MessageTransport::doAllgatherv(const void* data,
 
 Status MessageTransport::doAllreduce(void* data, size_t count, DataType dtype, ReduceOp op) {
   if (size() == 1 || count == 0) return Status::ok();
-  const auto until = deadline();
   std::vector<size_t> begins;
   for (int p = 0; p < size(); ++p) begins.push_back(ringChunk(count, size(), p).begin);
   begins.push_back(count);
-  const DataType wire = wireDataType(dtype);
-  std::vector<float> wide;
-  uint8_t* buffer = static_cast<uint8_t*>(data);
-  if (wire != dtype) {
-    wide = widenToFloat(data, count, dtype);
-    buffer = reinterpret_cast<uint8_t*>(wide.data());
-  }
-  ZEN_RETURN_IF_ERROR(ringReducescatter(buffer, begins, wire, op, until, "allreduce"));
-  ZEN_RETURN_IF_ERROR(ringAllgather(buffer, begins, wire, until));
-  if (wire != dtype) narrowFromFloat(wide, data, dtype);
-  return Status::ok();
+  return ring(data, begins, dtype, op, true, "allreduce");
 }
 
 Status MessageTransport::doReducescatter(void* data,
@@ -140,41 +129,55 @@ Status MessageTransport::doReducescatter(void* data,
                                          DataType dtype,
                                          ReduceOp op) {
   if (size() == 1) return Status::ok();
-  const auto until = deadline();
   std::vector<size_t> begins = {0};
   for (size_t c : counts) begins.push_back(begins.back() + c);
-  const size_t count = begins.back();
+  return ring(data, begins, dtype, op, false, "reducescatter");
+}
+
+// 16-bit floats travel and are reduced as fp32, rounded once at the end.
+Status MessageTransport::ring(void* data,
+                              const std::vector<size_t>& begins,
+                              DataType dtype,
+                              ReduceOp op,
+                              bool allgather,
+                              const char* what) {
+  const auto until = deadline();
   const DataType wire = wireDataType(dtype);
-  if (wire == dtype) {
-    return ringReducescatter(static_cast<uint8_t*>(data), begins, dtype, op, until,
-                             "reducescatter");
+  std::vector<float> wide;
+  auto* buffer = static_cast<uint8_t*>(data);
+  if (wire != dtype) {
+    wide = widenToFloat(data, begins.back(), dtype);
+    buffer = reinterpret_cast<uint8_t*>(wide.data());
   }
-  std::vector<float> wide = widenToFloat(data, count, dtype);
-  ZEN_RETURN_IF_ERROR(ringReducescatter(reinterpret_cast<uint8_t*>(wide.data()), begins, wire, op,
-                                        until, "reducescatter"));
-  narrowFromFloat(wide, data, dtype);
+  ZEN_RETURN_IF_ERROR(ringSteps(buffer, begins, wire, op, true, until, what));
+  if (allgather) ZEN_RETURN_IF_ERROR(ringSteps(buffer, begins, wire, op, false, until, what));
+  if (wire != dtype) narrowFromFloat(wide, data, dtype);
   return Status::ok();
 }
 
-// In step s rank r sends block r-s-1 right and reduces block r-s-2 from the left into its own
-// (sum, min, max or product); after n-1 steps it holds the full reduction of block r. Each
-// block is reduced once, so the bits do not depend on who later copies it. Sends are flushed
-// every step, so a posted block is never written while in flight.
-Status MessageTransport::ringReducescatter(uint8_t* data,
-                                           const std::vector<size_t>& begins,
-                                           DataType dtype,
-                                           ReduceOp op,
-                                           Clock::time_point until,
-                                           const char* what) {
+// The ring over the blocks: in step s rank r sends block r-s-shift right and takes block
+// r-s-shift-1 from the left, reducing it into its own (reduce-scatter, shift 1: after n-1 steps
+// rank r holds the full reduction of block r) or copying it (allgather, shift 0: every rank
+// ends with every block, each a copy of the one rank that reduced it). Each block is reduced
+// once, so the bits do not depend on who later copies it. Sends are flushed every step, so a
+// posted block is never written while in flight.
+Status MessageTransport::ringSteps(uint8_t* data,
+                                   const std::vector<size_t>& begins,
+                                   DataType dtype,
+                                   ReduceOp op,
+                                   bool reduce,
+                                   Clock::time_point until,
+                                   const char* what) {
   const int n = size();
   const int r = rank();
   const int right = (r + 1) % n;
   const int left = (r - 1 + n) % n;
+  const int shift = reduce ? 1 : 0;
   const size_t width = dataTypeSize(dtype);
   auto block = [&](int b) { return static_cast<size_t>((b % n + n) % n); };
   for (int s = 0; s + 1 < n; ++s) {
-    const size_t out = block(r - s - 1);
-    const size_t in = block(r - s - 2);
+    const size_t out = block(r - s - shift);
+    const size_t in = block(r - s - shift - 1);
     const size_t inCount = begins[in + 1] - begins[in];
     ZEN_RETURN_IF_ERROR(post(right, kTagAllreduce, data + begins[out] * width,
                              (begins[out + 1] - begins[out]) * width));
@@ -185,38 +188,11 @@ Status MessageTransport::ringReducescatter(uint8_t* data,
                        "ranks pass the same counts and dtype?)",
                        r, what, left, chunk.size(), inCount * width);
     }
-    reduceInto(data + begins[in] * width, chunk.data(), inCount, dtype, op);
-    ZEN_RETURN_IF_ERROR(flushSends(until));
-  }
-  return Status::ok();
-}
-
-// In step s rank r passes block r-s on to the right and takes block r-s-1 from the left: after
-// n-1 steps every rank holds every block, each a copy of the one rank that reduced it.
-Status MessageTransport::ringAllgather(uint8_t* data,
-                                       const std::vector<size_t>& begins,
-                                       DataType dtype,
-                                       Clock::time_point until) {
-  const int n = size();
-  const int r = rank();
-  const int right = (r + 1) % n;
-  const int left = (r - 1 + n) % n;
-  const size_t width = dataTypeSize(dtype);
-  auto block = [&](int b) { return static_cast<size_t>((b % n + n) % n); };
-  for (int s = 0; s + 1 < n; ++s) {
-    const size_t out = block(r - s);
-    const size_t in = block(r - s - 1);
-    const size_t inBytes = (begins[in + 1] - begins[in]) * width;
-    ZEN_RETURN_IF_ERROR(post(right, kTagAllreduce, data + begins[out] * width,
-                             (begins[out + 1] - begins[out]) * width));
-    ZEN_ASSIGN_OR_RETURN(ByteVector chunk, receive(left, kTagAllreduce, until, "allreduce"));
-    if (chunk.size() != inBytes) {
-      return ZEN_ERROR(StatusCode::kIoError,
-                       "rank {}: allreduce: rank {} sent a chunk of {} bytes, expected {} (do "
-                       "all ranks pass the same count and dtype?)",
-                       r, left, chunk.size(), inBytes);
+    if (reduce) {
+      reduceInto(data + begins[in] * width, chunk.data(), inCount, dtype, op);
+    } else if (!chunk.empty()) {
+      std::memcpy(data + begins[in] * width, chunk.data(), chunk.size());
     }
-    if (inBytes > 0) std::memcpy(data + begins[in] * width, chunk.data(), inBytes);
     ZEN_RETURN_IF_ERROR(flushSends(until));
   }
   return Status::ok();

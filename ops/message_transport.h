@@ -38,19 +38,24 @@ class MessageTransport : public Transport {
   Result<ByteVector> receive(int peer, uint32_t tag, Clock::time_point deadline, const char* op);
   Status receiveInto(
       int peer, uint32_t tag, void* data, size_t bytes, Clock::time_point deadline, const char* op);
-  // The ring over blocks [begins[p], begins[p+1]) of elements of a wire dtype, in place:
-  // reduce-scatter (rank p ends with block p reduced) and allgather (every rank ends with
-  // every block).
-  Status ringReducescatter(uint8_t* data,
-                           const std::vector<size_t>& begins,
-                           DataType dtype,
-                           ReduceOp op,
-                           Clock::time_point deadline,
-                           const char* what);
-  Status ringAllgather(uint8_t* data,
-                       const std::vector<size_t>& begins,
-                       DataType dtype,
-                       Clock::time_point deadline);
+  // The ring over blocks [begins[p], begins[p+1]) of `dtype` elements, in place: the
+  // reduce-scatter, then (allgather) the allgather of the reduced blocks.
+  Status ring(void* data,
+              const std::vector<size_t>& begins,
+              DataType dtype,
+              ReduceOp op,
+              bool allgather,
+              const char* what);
+  // One half of it over elements of a wire dtype, in place:
+  // reduce-scatter (reduce: rank p ends with block p reduced by op) or allgather (every rank
+  // ends with every block).
+  Status ringSteps(uint8_t* data,
+                   const std::vector<size_t>& begins,
+                   DataType dtype,
+                   ReduceOp op,
+                   bool reduce,
+                   Clock::time_point deadline,
+                   const char* what);
 
   Mailbox* mailbox_;
 };

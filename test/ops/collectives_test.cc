@@ -20,39 +20,15 @@
 namespace zen::ops::testing {
 namespace {
 
-template <typename T>
-T fromDouble(double v) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return toHalf(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return toBFloat16(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
-template <typename T>
-double toDouble(T v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return static_cast<double>(toFloat(v));
-  } else {
-    return static_cast<double>(v);
-  }
-}
-
-// Rank r's element g: small integers (sums), values in [-5, 5] (min, max), signed powers of
-// two and ones (products): exact in every dtype and any order, so the reference is exact.
+// Rank r's element g: small integers (sums), the transport tests' values for min, max and
+// product (transport_harness.h): exact in every dtype and any order, so the reference is exact.
 double valueOf(ReduceOp op, int r, size_t g, bool integral) {
   switch (op) {
     case ReduceOp::kMin:
     case ReduceOp::kMax:
-      return static_cast<double>((g * 7 + static_cast<size_t>(r) * 5) % 11) - 5;
-    case ReduceOp::kProduct: {
-      if (g % 17 == 3 && r == 0) return 0;
-      static constexpr double kFactors[] = {1, -1, 2, -2, 0.5, 1};
-      const double f = kFactors[(g + static_cast<size_t>(r) * 2) % 6];
-      return integral && f == 0.5 ? -1 : f;
-    }
+      return minMaxValue(r, g);
+    case ReduceOp::kProduct:
+      return productValue(r, g, integral);
     default:
       return (r + 1) * (static_cast<double>(g % 13) - 6);
   }
@@ -81,18 +57,6 @@ double averaged(double sum, int n) {
     const Acc rounded = toAccumulator<Acc>(fromDouble<T>(sum));
     return toDouble(fromAccumulator<T>(rounded * static_cast<Acc>(1.0 / n)));
   }
-}
-
-uint64_t sumOverRanks(Transport& t, uint64_t value) {
-  std::vector<ByteVector> all;
-  EXPECT_TRUE(t.allgatherv(&value, sizeof(value), &all).isOk());
-  uint64_t sum = 0;
-  for (const ByteVector& v : all) {
-    uint64_t x = 0;
-    std::memcpy(&x, v.data(), sizeof(x));
-    sum += x;
-  }
-  return sum;
 }
 
 template <typename T>
