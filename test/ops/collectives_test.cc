@@ -114,6 +114,22 @@ TEST_P(TransportTest, ReducescatterEveryDtypeAndOpInClosedForm) {
   });
 }
 
+// Blocks larger than one MPI chunk (1000 bytes here): the MPI backend stages rounds of every
+// block; the others do what they always do.
+TEST_P(TransportTest, ReducescatterBlocksLargerThanOneChunk) {
+  RankOptions options;
+  options.mpiMaxChunkBytes = 1000;
+  run(
+      [&](Transport& t) {
+        std::vector<size_t> counts;
+        for (int p = 0; p < t.size(); ++p) counts.push_back(p % 3 == 1 ? 0 : 300 + 257 * p);
+        checkReducescatter<double>(t, DataType::kFloat64, ReduceOp::kSum, counts);
+        checkReducescatter<Half>(t, DataType::kFloat16, ReduceOp::kMax, counts);
+        checkReducescatter<int32_t>(t, DataType::kInt32, ReduceOp::kProduct, counts);
+      },
+      options);
+}
+
 TEST_P(TransportTest, ReducescatterRefusesBadArgumentsWithoutBreaking) {
   run([&](Transport& t) {
     const int n = t.size();
