@@ -258,8 +258,8 @@ def reducescatter(tensor, device_dense="", compression=None, op=Average, name=No
 @_tf_ops.RegisterGradient("ZenReducescatter")
 def _reducescatter_grad(op, grad):
     """The allgather of the gradient, divided by size() for Average: rank r's rows of piece p
-    reach rank p's output with weight 1 (Sum) or 1/size (Average). (horovod.tensorflow scales
-    it by size() more.) Min, Max and Product have no gradient here."""
+    reach rank p's output with weight 1 (Sum) or 1/size (Average). (horovod.tensorflow's is
+    size() times this.) Min, Max and Product have no gradient here."""
     reduce_op = op.get_attr("reduce_op")
     if reduce_op not in (basics.C_OPS[Sum], basics.C_OPS[Average]):
         raise NotImplementedError("zen.tensorflow: reducescatter has a gradient for op=Sum and "

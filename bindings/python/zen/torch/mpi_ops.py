@@ -754,7 +754,7 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
 class ZenReducescatter(torch.autograd.Function):
     """Reducescatter whose gradient is the allgather of the gradient, divided by size() for
     Average and times the scale factors: rank r's rows of piece p reach rank p's output with
-    that weight. (horovod.torch scales it by size() more.) Min, Max and Product have none."""
+    that weight. (horovod.tensorflow's is size() times this.) Min, Max and Product have none."""
 
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
