@@ -6,10 +6,10 @@
 // which is the only process-wide state Zen has.
 //
 // Handles: enqueue gives each operation a positive id, never reused within the process. The
-// id stays valid, with its status and outputs (the sparse result, the gathered tensor, the
-// last joined rank), until release(). The runtime's callback moves the outputs into the
-// record and then calls the caller's completion, so a completion may read them (on the
-// background thread, quickly).
+// id stays valid, with its status and outputs (the sparse result, the gathered tensor,
+// alltoall's output and received splits, the last joined rank), until release(). The runtime's
+// callback moves the outputs into the record and then calls the caller's completion, so a
+// completion may read them (on the background thread, quickly).
 
 #include <atomic>
 #include <condition_variable>

@@ -146,6 +146,26 @@ Result<TensorOp> opOf(const zen_op_t& op) {
       return TensorOp::broadcast(std::move(name), t, op.root_rank)
           .withReady({op.input.ready_event, op.input.stream});
     }
+    case ZEN_OP_ALLTOALL: {
+      ZEN_ASSIGN_OR_RETURN(std::string name, nameOf(op.name));
+      ZEN_ASSIGN_OR_RETURN(DenseView in, denseOf(&op.input, "input"));
+      ZEN_CHECK_ARG(in.shape.rank() >= 1, "alltoall '{}': a tensor of at least one dimension",
+                    name);
+      ZEN_CHECK_ARG(op.num_splits >= 0 && (op.splits != nullptr || op.num_splits == 0),
+                    "alltoall '{}': {} splits at {}", name, op.num_splits,
+                    op.splits ? "an address" : "NULL");
+      std::vector<int64_t> splits(op.splits, op.splits + op.num_splits);
+      return TensorOp::alltoall(std::move(name), in, std::move(splits))
+          .withReady({op.input.ready_event, op.input.stream});
+    }
+    case ZEN_OP_REDUCESCATTER: {
+      ZEN_ASSIGN_OR_RETURN(std::string name, nameOf(op.name));
+      ZEN_ASSIGN_OR_RETURN(DenseView in, denseOf(&op.input, "input"));
+      ZEN_ASSIGN_OR_RETURN(DenseView out, denseOf(&op.output, "output"));
+      ZEN_ASSIGN_OR_RETURN(ReduceOp reduce, reduceOpOf(op.reduce_op));
+      return TensorOp::reducescatter(std::move(name), in, out, reduce)
+          .withReady({op.input.ready_event, op.input.stream});
+    }
     case ZEN_OP_JOIN:
       return TensorOp::join();
     case ZEN_OP_BARRIER:
@@ -189,6 +209,25 @@ zen_op_t blankOp(int32_t kind, const char* name, zen_completion_t done) {
   op.name = name;
   op.done = done;
   return op;
+}
+
+// An operation of an input, an output and a reduce op (allreduce, reducescatter).
+int enqueueReduction(int32_t kind,
+                     const char* what,
+                     const char* name,
+                     const zen_tensor_t* input,
+                     const zen_tensor_t* output,
+                     int32_t reduceOp,
+                     zen_completion_t done,
+                     zen_handle_t* handle) {
+  if (input == nullptr || output == nullptr) {
+    return fail(ZEN_INVALID_ARGUMENT, std::string(what) + " needs an input and an output tensor");
+  }
+  zen_op_t op = blankOp(kind, name, done);
+  op.input = *input;
+  op.output = *output;
+  op.reduce_op = reduceOp;
+  return enqueueOps(&op, 1, handle);
 }
 
 int placementField(int Placement::*field) {
@@ -310,14 +349,8 @@ int zen_enqueue_allreduce(const char* name,
                           int32_t reduce_op,
                           zen_completion_t done,
                           zen_handle_t* handle) {
-  if (input == nullptr || output == nullptr) {
-    return fail(ZEN_INVALID_ARGUMENT, "allreduce needs an input and an output tensor");
-  }
-  zen_op_t op = zen::bindings::blankOp(ZEN_OP_ALLREDUCE, name, done);
-  op.input = *input;
-  op.output = *output;
-  op.reduce_op = reduce_op;
-  return zen::bindings::enqueueOps(&op, 1, handle);
+  return zen::bindings::enqueueReduction(ZEN_OP_ALLREDUCE, "allreduce", name, input, output,
+                                         reduce_op, done, handle);
 }
 
 int zen_enqueue_sparse_allreduce(const char* name,
@@ -359,6 +392,40 @@ int zen_enqueue_broadcast(const char* name,
   op.input = *tensor;
   op.root_rank = root_rank;
   return zen::bindings::enqueueOps(&op, 1, handle);
+}
+
+int zen_enqueue_alltoall(const char* name,
+                         const zen_tensor_t* input,
+                         const int64_t* splits,
+                         int32_t num_splits,
+                         zen_completion_t done,
+                         zen_handle_t* handle) {
+  if (input == nullptr) return fail(ZEN_INVALID_ARGUMENT, "alltoall needs an input tensor");
+  zen_op_t op = zen::bindings::blankOp(ZEN_OP_ALLTOALL, name, done);
+  op.input = *input;
+  op.splits = splits;
+  op.num_splits = num_splits;
+  return zen::bindings::enqueueOps(&op, 1, handle);
+}
+
+int zen_enqueue_reducescatter(const char* name,
+                              const zen_tensor_t* input,
+                              const zen_tensor_t* output,
+                              int32_t reduce_op,
+                              zen_completion_t done,
+                              zen_handle_t* handle) {
+  return zen::bindings::enqueueReduction(ZEN_OP_REDUCESCATTER, "reducescatter", name, input, output,
+                                         reduce_op, done, handle);
+}
+
+int64_t zen_reducescatter_rows(int64_t rows, int32_t rank, int32_t size) {
+  if (rows < 0 || size < 1 || rank < 0 || rank >= size) {
+    fail(ZEN_INVALID_ARGUMENT, "zen_reducescatter_rows(" + std::to_string(rows) + ", " +
+                                   std::to_string(rank) + ", " + std::to_string(size) +
+                                   "): rows >= 0 and a rank of [0, size)");
+    return -1;
+  }
+  return zen::scatterRows(rows, size, rank);
 }
 
 int zen_enqueue_join(zen_completion_t done, zen_handle_t* handle) {
@@ -433,6 +500,16 @@ int zen_allgather_result(zen_handle_t handle, zen_gathered_t* result) {
   result->shape = o.gatheredShape.dims().data();
   result->device_type = onDevice ? ZEN_DEVICE_CUDA : ZEN_DEVICE_CPU;
   result->device_index = onDevice ? o.gatheredDevice.index : 0;
+  return ZEN_OK;
+}
+
+int zen_alltoall_result(zen_handle_t handle, zen_alltoall_result_t* result) {
+  if (result == nullptr) return fail(ZEN_INVALID_ARGUMENT, "no place for the alltoall result");
+  const int code = zen_allgather_result(handle, &result->output);
+  if (code != ZEN_OK) return code;
+  const zen::OpResult& o = *api().result(handle).value();
+  result->received_splits = o.receivedSplits.data();
+  result->num_ranks = static_cast<int32_t>(o.receivedSplits.size());
   return ZEN_OK;
 }
 

@@ -20,9 +20,10 @@
  * (the daemon's status: mismatched dtypes or shapes between ranks, a failed peer, shutdown).
  *
  * Memory: enqueue never copies tensors: the caller keeps every buffer it passes (inputs,
- * outputs, indices, values, shapes may be freed after the call) alive and unchanged until
- * the operation completes. Outputs whose size only the collective knows (sparse result,
- * gathered tensor) are owned by the handle and readable until zen_release.
+ * outputs, indices, values, shapes and splits may be freed after the call) alive and
+ * unchanged until the operation completes. Outputs whose size only the collective knows
+ * (sparse result, gathered tensor, alltoall's output) are owned by the handle and readable
+ * until zen_release.
  *
  * GPU tensors: set device_type = ZEN_DEVICE_CUDA and device_index (zero-initialized fields
  * mean host memory). The daemon runs them on its own CUDA stream once they are ready: after
@@ -51,7 +52,8 @@
 extern "C" {
 #endif
 
-#define ZEN_C_API_VERSION 2
+/* 3: alltoall and reducescatter (zen_op_t gained splits and num_splits). */
+#define ZEN_C_API_VERSION 3
 
 /* Codes 1..8 are the daemon's status codes (zen::StatusCode). */
 typedef enum zen_code {
@@ -78,9 +80,9 @@ typedef enum zen_dtype {
   ZEN_INT64 = 5
 } zen_dtype_t;
 
-/* Dense allreduce takes all five; sparse allreduce ZEN_SUM and ZEN_AVERAGE only (others are
- * refused at enqueue). Min/max/product: every rank gets identical bits; 16-bit floats are
- * reduced in fp32 on the CPU; int32/int64 products wrap like two's complement. */
+/* Dense allreduce and reducescatter take all five; sparse allreduce ZEN_SUM and ZEN_AVERAGE
+ * only (others are refused at enqueue). Min/max/product: every rank gets identical bits; 16-bit
+ * floats are reduced in fp32 on the CPU; int32/int64 products wrap like two's complement. */
 typedef enum zen_reduce_op {
   ZEN_SUM = 0,
   ZEN_AVERAGE = 1,
@@ -95,7 +97,9 @@ typedef enum zen_op_kind {
   ZEN_OP_ALLGATHER = 2,
   ZEN_OP_BROADCAST = 3,
   ZEN_OP_JOIN = 4,
-  ZEN_OP_BARRIER = 5
+  ZEN_OP_BARRIER = 5,
+  ZEN_OP_ALLTOALL = 6,
+  ZEN_OP_REDUCESCATTER = 7
 } zen_op_kind_t;
 
 /* > 0; unique within the process; valid until zen_release. */
@@ -205,6 +209,32 @@ ZEN_C_EXPORT int zen_enqueue_broadcast(const char* name,
                                        int32_t root_rank,
                                        zen_completion_t done,
                                        zen_handle_t* handle);
+/* Horovod's alltoall: splits[d] rows of the first dimension go to rank d, in order
+ * (num_splits == zen_size() entries summing to the first dimension; splits NULL and
+ * num_splits 0: an equal split, the first dimension divisible by zen_size()). The result,
+ * what every rank sent here in rank order, and the received splits are read with
+ * zen_alltoall_result. Ranks may differ in the first dimension; the other dimensions and the
+ * dtype must match. Bad splits on any rank fail the operation on every rank. Not while a
+ * rank has joined. splits is copied by enqueue. */
+ZEN_C_EXPORT int zen_enqueue_alltoall(const char* name,
+                                      const zen_tensor_t* input,
+                                      const int64_t* splits,
+                                      int32_t num_splits,
+                                      zen_completion_t done,
+                                      zen_handle_t* handle);
+/* Horovod's reducescatter: input (the same shape on every rank) reduced over all ranks, of
+ * which this rank's piece of the first dimension is written to output, of input's dtype and
+ * [zen_reducescatter_rows(rows, zen_rank(), zen_size()), ...input's other dimensions]. */
+ZEN_C_EXPORT int zen_enqueue_reducescatter(const char* name,
+                                           const zen_tensor_t* input,
+                                           const zen_tensor_t* output,
+                                           int32_t reduce_op,
+                                           zen_completion_t done,
+                                           zen_handle_t* handle);
+/* Rows of a first dimension of `rows` that reducescatter leaves on `rank` of `size` (as
+ * Horovod splits: rows / size, one more for the first rows % size ranks); -1 for a bad
+ * argument. */
+ZEN_C_EXPORT int64_t zen_reducescatter_rows(int64_t rows, int32_t rank, int32_t size);
 /* This rank has no more data; completes when every rank has joined (zen_join_result).
  * Meanwhile it contributes the op's identity (zeros for sum and average; no rows) to the
  * others' reductions. */
@@ -212,8 +242,9 @@ ZEN_C_EXPORT int zen_enqueue_join(zen_completion_t done, zen_handle_t* handle);
 ZEN_C_EXPORT int zen_enqueue_barrier(zen_completion_t done, zen_handle_t* handle);
 
 /* One operation of a group. kind selects the fields used: name, input/output (dense ops;
- * broadcast uses input in place), sparse and dense_output (sparse allreduce; dense_output.data
- * NULL for a sparse result), reduce_op, root_rank. */
+ * broadcast uses input in place; alltoall and allgather input only), sparse and dense_output
+ * (sparse allreduce; dense_output.data NULL for a sparse result), reduce_op, root_rank,
+ * splits and num_splits (alltoall). */
 typedef struct zen_op {
   int32_t kind; /* zen_op_kind_t */
   const char* name;
@@ -224,6 +255,8 @@ typedef struct zen_op {
   int32_t reduce_op;
   int32_t root_rank;
   zen_completion_t done;
+  const int64_t* splits; /* alltoall: num_splits entries, or NULL for an equal split */
+  int32_t num_splits;
 } zen_op_t;
 /* All or none; a group reaches the daemon in one cycle, so it fuses as well as it can
  * (horovod's grouped_allreduce). handles receives count handles. */
@@ -259,6 +292,12 @@ typedef struct zen_gathered {
   int32_t device_index;
 } zen_gathered_t;
 ZEN_C_EXPORT int zen_allgather_result(zen_handle_t handle, zen_gathered_t* result);
+typedef struct zen_alltoall_result {
+  zen_gathered_t output;          /* what every rank sent here, rank 0's rows first */
+  const int64_t* received_splits; /* num_ranks entries: rows received from each rank */
+  int32_t num_ranks;
+} zen_alltoall_result_t;
+ZEN_C_EXPORT int zen_alltoall_result(zen_handle_t handle, zen_alltoall_result_t* result);
 ZEN_C_EXPORT int zen_join_result(zen_handle_t handle, int32_t* last_joined_rank);
 
 /* ---- observability ---- */

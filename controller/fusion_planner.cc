@@ -37,7 +37,7 @@ void setRowOffsets(Response* r) {
 
 bool isFusible(ResponseType type) {
   return type == ResponseType::kAllreduce || type == ResponseType::kSparseAllreduce ||
-         type == ResponseType::kAllgather;
+         type == ResponseType::kAllgather || type == ResponseType::kReducescatter;
 }
 
 int64_t responseBytes(const Response& response) {

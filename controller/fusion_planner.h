@@ -9,6 +9,9 @@
 //
 // A sparse bucket is one virtual tensor: the tensors' index spaces are concatenated, tensor i
 // starting at rowOffsets[i], totalRows in all, so one Push/Pull serves the whole bucket.
+// Reducescatters fuse like allreduces (same dtype, devices and reduce op): the executor lays
+// every tensor's piece for rank p in rank p's block, one reduce-scatter serves the bucket.
+// Alltoalls are never fused (as in Horovod): each carries its own splits.
 
 #include <cstdint>
 #include <vector>
@@ -17,7 +20,8 @@
 
 namespace zen::controller {
 
-// Responses of these types may share a bucket; broadcasts, joins, barriers and errors never do.
+// Responses of these types may share a bucket; alltoalls, broadcasts, joins, barriers and
+// errors never do.
 bool isFusible(ResponseType type);
 
 // Dense bytes of all of a response's tensors.

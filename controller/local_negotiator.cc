@@ -22,6 +22,10 @@ OpType opTypeFor(ResponseType type) {
       return OpType::kJoin;
     case ResponseType::kBarrier:
       return OpType::kBarrier;
+    case ResponseType::kAlltoall:
+      return OpType::kAlltoall;
+    case ResponseType::kReducescatter:
+      return OpType::kReducescatter;
     case ResponseType::kAllreduce:
     case ResponseType::kError:
       break;

@@ -8,18 +8,20 @@
 namespace zen::controller {
 
 CacheKey CacheKey::of(const Request& q) {
-  return CacheKey{q.name, q.op, q.dtype, q.shape, q.device, q.reduceOp, q.rootRank, q.rowSize};
+  return CacheKey{q.name,     q.op,       q.dtype,   q.shape, q.device,
+                  q.reduceOp, q.rootRank, q.rowSize, q.splits};
 }
 
 bool CacheKey::operator==(const CacheKey& o) const {
   return name == o.name && op == o.op && dtype == o.dtype && shape == o.shape &&
          device == o.device && reduceOp == o.reduceOp && rootRank == o.rootRank &&
-         rowSize == o.rowSize;
+         rowSize == o.rowSize && splits == o.splits;
 }
 
 bool isCacheable(ResponseType type) {
   return type == ResponseType::kAllreduce || type == ResponseType::kSparseAllreduce ||
-         type == ResponseType::kAllgather;
+         type == ResponseType::kAllgather || type == ResponseType::kAlltoall ||
+         type == ResponseType::kReducescatter;
 }
 
 ResponseCache::ResponseCache(int capacity) : capacity_(std::max(capacity, 0)) {}

@@ -6,9 +6,11 @@
 // the same tensor on every rank without any communication, and steady state needs only one
 // bitwise AND over the bits (controller/cache_bits.h).
 //
-// The key is (name, op, dtype, dense shape, device, reduce op, root, row size), and never a
-// sparse tensor's nnz: nnz changes every step, and keying on it would send every step down
-// the slow path, as Horovod's allgather-based sparse path does.
+// The key is (name, op, dtype, dense shape, device, reduce op, root, row size, alltoall
+// splits), and never a sparse tensor's nnz: nnz changes every step, and keying on it would
+// send every step down the slow path, as Horovod's allgather-based sparse path does. An
+// alltoall whose splits change on any rank goes stale there and is renegotiated (its
+// response holds every rank's splits).
 
 #include <cstdint>
 #include <list>
@@ -33,6 +35,7 @@ struct CacheKey {
   ReduceOp reduceOp = ReduceOp::kSum;
   int32_t rootRank = 0;
   int64_t rowSize = 1;
+  std::vector<int64_t> splits;
 
   static CacheKey of(const Request& request);
   bool operator==(const CacheKey& o) const;

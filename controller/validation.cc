@@ -12,7 +12,7 @@ namespace zen::controller {
 namespace {
 
 bool isReduction(OpType op) {
-  return op == OpType::kAllreduce || op == OpType::kSparseAllreduce;
+  return op == OpType::kAllreduce || op == OpType::kSparseAllreduce || op == OpType::kReducescatter;
 }
 
 // Shape everything after the first dimension, which allgather lets differ.
@@ -70,7 +70,7 @@ std::optional<std::string> firstDisagreement(const std::string& name,
       {"device kind", deviceKind, deviceKind},
   };
   const auto shapeText = [](const Request& q) { return q.shape.toString(); };
-  if (op == OpType::kAllgather) {
+  if (op == OpType::kAllgather || op == OpType::kAlltoall) {
     fields.push_back({"shape (all dimensions but the first must match)", trailingDims, shapeText});
   } else if (op != OpType::kBarrier) {
     fields.push_back({"dense shape", shapeText, shapeText});
@@ -93,6 +93,59 @@ std::optional<std::string> firstDisagreement(const std::string& name,
     if (auto msg = disagreement(name, posters, f)) return msg;
   }
   return std::nullopt;
+}
+
+std::string joinInts(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) out += fmt::format("{}{}", i ? ", " : "", v[i]);
+  return out + "]";
+}
+
+// What is wrong with one rank's alltoall splits for a job of `size` ranks, "" when nothing:
+// size entries, none negative, summing to the first dimension (empty: that dimension splits
+// equally).
+std::string splitsProblem(const Request& q, int size) {
+  const int64_t rows = q.shape.dim(0);
+  if (q.splits.empty()) {
+    if (rows % size == 0) return "";
+    return fmt::format("{} rows, which do not split equally over {} ranks (pass splits)", rows,
+                       size);
+  }
+  if (q.splits.size() != static_cast<size_t>(size)) {
+    return fmt::format("splits {} ({} entries) for {} ranks", joinInts(q.splits), q.splits.size(),
+                       size);
+  }
+  int64_t sum = 0;
+  for (int64_t v : q.splits) {
+    if (v < 0) return fmt::format("splits {} with a negative entry", joinInts(q.splits));
+    sum += v;
+  }
+  if (sum == rows) return "";
+  return fmt::format("splits {} summing to {} for a first dimension of {}", joinInts(q.splits), sum,
+                     rows);
+}
+
+// Every poster's splits, the ranks grouped by what is wrong: "tensor 'x': alltoall splits do
+// not fit: rank 1 sent splits [1, 1] (2 entries) for 3 ranks; ranks 2-3 sent ...".
+std::optional<std::string> splitsDisagreement(const std::string& name,
+                                              const std::vector<const Request*>& posters,
+                                              int size) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (const Request* q : posters) {
+    std::string problem = splitsProblem(*q, size);
+    if (problem.empty()) continue;
+    size_t g = 0;
+    while (g < groups.size() && groups[g].first != problem) ++g;
+    if (g == groups.size()) groups.emplace_back(std::move(problem), std::vector<int>{});
+    groups[g].second.push_back(q->rank);
+  }
+  if (groups.empty()) return std::nullopt;
+  std::string msg = fmt::format("tensor '{}': alltoall splits do not fit: ", name);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    msg +=
+        fmt::format("{}{} sent {}", g ? "; " : "", formatRanks(groups[g].second), groups[g].first);
+  }
+  return msg;
 }
 
 }  // namespace
@@ -127,8 +180,10 @@ Status checkRequest(const Request& q, int size) {
                     q.name, reduceOpName(q.reduceOp));
       break;
     case OpType::kAllgather:
-      ZEN_CHECK_ARG(q.shape.rank() >= 1, "tensor '{}': allgather needs at least one dimension",
-                    q.name);
+    case OpType::kAlltoall:
+    case OpType::kReducescatter:
+      ZEN_CHECK_ARG(q.shape.rank() >= 1, "tensor '{}': {} needs at least one dimension", q.name,
+                    opTypeName(q.op));
       break;
     case OpType::kBroadcast:
       ZEN_CHECK_ARG(q.rootRank >= 0 && q.rootRank < size,
@@ -143,6 +198,10 @@ Status checkRequest(const Request& q, int size) {
     case OpType::kBarrier:
       break;
   }
+  // Splits are checked by rank 0 against every rank's (buildResponse), so that a bad one
+  // fails the tensor on every rank rather than leave the others waiting.
+  ZEN_CHECK_ARG(q.splits.empty() || q.op == OpType::kAlltoall,
+                "tensor '{}': splits are for alltoall, not {}", q.name, opTypeName(q.op));
   return Status::ok();
 }
 
@@ -178,6 +237,22 @@ Response buildResponse(const std::string& name,
   if (auto msg = firstDisagreement(name, posters)) return errorResponse(name, std::move(*msg));
 
   const Request& ref = *posters.front();
+  if (ref.op == OpType::kAlltoall) {
+    std::vector<int> joinedRanks;
+    for (int r = 0; r < size; ++r) {
+      if (!entry.byRank[static_cast<size_t>(r)]) joinedRanks.push_back(r);
+    }
+    if (!joinedRanks.empty()) {
+      return errorResponse(name, fmt::format("tensor '{}': alltoall while {} {} joined is not "
+                                             "supported (a joined rank has no tensor to send "
+                                             "or receive)",
+                                             name, formatRanks(joinedRanks),
+                                             joinedRanks.size() == 1 ? "has" : "have"));
+    }
+    if (auto msg = splitsDisagreement(name, posters, size)) {
+      return errorResponse(name, std::move(*msg));
+    }
+  }
   if (ref.op == OpType::kBroadcast && joined[static_cast<size_t>(ref.rootRank)] &&
       !entry.byRank[static_cast<size_t>(ref.rootRank)]) {
     return errorResponse(name, fmt::format("tensor '{}': broadcast root rank {} has joined and has "
@@ -201,6 +276,21 @@ Response buildResponse(const std::string& name,
     for (const auto& q : entry.byRank) {
       const int64_t rows = q ? q->shape.dim(0) : 0;
       r.gatherRows.push_back(rows);
+      total += rows;
+    }
+    std::vector<int64_t> dims = ref.shape.dims();
+    dims[0] = total;
+    r.shapes = {TensorShape(std::move(dims))};
+  }
+  if (ref.op == OpType::kAlltoall) {
+    // Every rank's splits (posters are in rank order and all ranks posted), an equal split
+    // where a rank gave none; the tensor's shape: every row sent, then the trailing dims.
+    int64_t total = 0;
+    for (const Request* q : posters) {
+      const int64_t rows = q->shape.dim(0);
+      for (int d = 0; d < size; ++d) {
+        r.splits.push_back(q->splits.empty() ? rows / size : q->splits[static_cast<size_t>(d)]);
+      }
       total += rows;
     }
     std::vector<int64_t> dims = ref.shape.dims();

@@ -4,7 +4,10 @@
 // that every rank's callback receives (Horovod's ConstructResponse). Messages name the tensor,
 // the field and which ranks sent what: "tensor 'emb.weight': rank 2 sent dtype float16, rank 0
 // float32". Unlike Horovod, joined ranks may take part in sparse allreduce and allgather (they
-// contribute no rows); only a broadcast from a joined root is refused.
+// contribute no rows) and reducescatter (the op's identity); a broadcast from a joined root
+// and an alltoall while any rank has joined are refused (as Horovod refuses them). Alltoall's
+// splits are checked here, for every rank at once: size entries, none negative, summing to
+// that rank's first dimension (or, without splits, a first dimension divisible by size).
 
 #include <string>
 #include <vector>

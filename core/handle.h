@@ -17,9 +17,11 @@ namespace zen {
 
 // Outputs the runtime allocates because their size is known only after the collective.
 struct OpResult {
-  SparseTensor sparse;              // sparse allreduce without a dense output: coalesced rows
-  std::vector<std::byte> gathered;  // allgather: every rank's rows, rank order
-  TensorShape gatheredShape;        // allgather: [total rows, ...]
+  SparseTensor sparse;  // sparse allreduce without a dense output: coalesced rows
+  // allgather: every rank's rows, rank order; alltoall: the rows every rank sent here.
+  std::vector<std::byte> gathered;
+  TensorShape gatheredShape;            // allgather and alltoall: [total rows, ...]
+  std::vector<int64_t> receivedSplits;  // alltoall: rows received from each rank
   // allgather of device tensors: the rows stay on gatheredDevice, in memory the executor
   // allocated (cuda/cuda_executor.h: cudaMalloc) and this pointer owns (freed with the
   // handle's state); `gathered` is then empty. Null for host tensors and for 0 bytes.

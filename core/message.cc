@@ -2,6 +2,8 @@
 
 #include "core/message.h"
 
+#include <algorithm>
+
 namespace zen {
 
 const char* opTypeName(OpType op) {
@@ -18,6 +20,10 @@ const char* opTypeName(OpType op) {
       return "join";
     case OpType::kBarrier:
       return "barrier";
+    case OpType::kAlltoall:
+      return "alltoall";
+    case OpType::kReducescatter:
+      return "reducescatter";
   }
   return "unknown";
 }
@@ -54,6 +60,10 @@ const char* responseTypeName(ResponseType type) {
       return "barrier";
     case ResponseType::kError:
       return "error";
+    case ResponseType::kAlltoall:
+      return "alltoall";
+    case ResponseType::kReducescatter:
+      return "reducescatter";
   }
   return "unknown";
 }
@@ -72,6 +82,10 @@ ResponseType responseTypeFor(OpType op) {
       return ResponseType::kJoin;
     case OpType::kBarrier:
       return ResponseType::kBarrier;
+    case OpType::kAlltoall:
+      return ResponseType::kAlltoall;
+    case OpType::kReducescatter:
+      return ResponseType::kReducescatter;
   }
   return ResponseType::kError;
 }
@@ -79,7 +93,7 @@ ResponseType responseTypeFor(OpType op) {
 bool Request::operator==(const Request& o) const {
   return rank == o.rank && name == o.name && op == o.op && dtype == o.dtype && shape == o.shape &&
          device == o.device && reduceOp == o.reduceOp && rootRank == o.rootRank &&
-         rowSize == o.rowSize;
+         rowSize == o.rowSize && splits == o.splits;
 }
 
 bool RequestList::operator==(const RequestList& o) const {
@@ -90,8 +104,8 @@ bool Response::operator==(const Response& o) const {
   return type == o.type && tensorNames == o.tensorNames && errorMessage == o.errorMessage &&
          dtype == o.dtype && devices == o.devices && reduceOp == o.reduceOp &&
          rootRank == o.rootRank && rowSize == o.rowSize && shapes == o.shapes &&
-         gatherRows == o.gatherRows && rowOffsets == o.rowOffsets && totalRows == o.totalRows &&
-         lastJoinedRank == o.lastJoinedRank;
+         gatherRows == o.gatherRows && splits == o.splits && rowOffsets == o.rowOffsets &&
+         totalRows == o.totalRows && lastJoinedRank == o.lastJoinedRank;
 }
 
 bool ResponseList::operator==(const ResponseList& o) const {
@@ -101,6 +115,14 @@ bool ResponseList::operator==(const ResponseList& o) const {
 int64_t denseBytes(const Response& response, size_t i) {
   if (i >= response.shapes.size()) return 0;
   return response.shapes[i].numElements() * static_cast<int64_t>(dataTypeSize(response.dtype));
+}
+
+int64_t scatterRows(int64_t rows, int size, int rank) {
+  return rows / size + (rank < rows % size ? 1 : 0);
+}
+
+int64_t scatterOffset(int64_t rows, int size, int rank) {
+  return rows / size * rank + std::min<int64_t>(rank, rows % size);
 }
 
 }  // namespace zen

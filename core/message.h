@@ -21,8 +21,10 @@ enum class OpType : uint8_t {
   kBroadcast,
   kJoin,  // "this rank has no more data"; see kJoinTensorName
   kBarrier,
+  kAlltoall,       // rows of dim 0 to each rank (Request::splits), the received ones back
+  kReducescatter,  // reduced over the ranks, rank i keeps the i-th piece of dim 0
 };
-inline constexpr int kNumOpTypes = 6;
+inline constexpr int kNumOpTypes = 8;
 const char* opTypeName(OpType op);
 
 // How a dense allreduce combines the ranks' elements (Horovod's Sum, Average, Min, Max,
@@ -46,9 +48,14 @@ struct Request {
   DataType dtype = DataType::kFloat32;
   TensorShape shape;  // the dense shape; for kSparseAllreduce [numRows, ...row dims]
   Device device;
-  ReduceOp reduceOp = ReduceOp::kSum;  // kAllreduce and kSparseAllreduce
+  ReduceOp reduceOp = ReduceOp::kSum;  // kAllreduce, kSparseAllreduce, kReducescatter
   int32_t rootRank = 0;                // kBroadcast
   int64_t rowSize = 1;                 // elements per row; kSparseAllreduce
+  // kAlltoall: rows of the first dimension this rank sends to each rank, in rank order (size
+  // entries summing to shape[0]); empty: an equal split (shape[0] divisible by size). Checked
+  // by rank 0 against the job's size (controller/validation.h), so a bad split fails on every
+  // rank.
+  std::vector<int64_t> splits;
 
   bool operator==(const Request& o) const;
   bool operator!=(const Request& o) const { return !(*this == o); }
@@ -69,8 +76,10 @@ enum class ResponseType : uint8_t {
   kJoin,
   kBarrier,
   kError,  // every named tensor fails on every rank with errorMessage
+  kAlltoall,
+  kReducescatter,
 };
-inline constexpr int kNumResponseTypes = 7;
+inline constexpr int kNumResponseTypes = 9;
 const char* responseTypeName(ResponseType type);
 ResponseType responseTypeFor(OpType op);
 
@@ -89,10 +98,15 @@ struct Response {
   int64_t rowSize = 1;
 
   // Per tensor, parallel to tensorNames: the dense shape. For kAllgather, the output shape
-  // (first dimension = rows gathered from all ranks).
+  // (first dimension = rows gathered from all ranks); for kAlltoall, the rows every rank
+  // sends, summed, then the trailing dimensions; for kReducescatter, the input's (rank i's
+  // output is its piece of the first dimension, scatterRows).
   std::vector<TensorShape> shapes;
   // kAllgather: rows each rank contributes, [tensor * size + rank]; joined ranks give 0.
   std::vector<int64_t> gatherRows;
+  // kAlltoall (one tensor, never fused): rows rank s sends rank d, [s * size + d]; the
+  // received splits of rank d are column d.
+  std::vector<int64_t> splits;
   // kSparseAllreduce: the bucket is one virtual tensor whose index space concatenates the
   // tensors' rows; tensor i's indices are offset by rowOffsets[i], totalRows in all.
   std::vector<int64_t> rowOffsets;
@@ -113,5 +127,11 @@ struct ResponseList {
 
 // Dense bytes of tensor i of a response: what the fusion threshold counts.
 int64_t denseBytes(const Response& response, size_t i);
+
+// Reducescatter's split of a first dimension of `rows` over `size` ranks (Horovod's rule, also
+// the ring's chunks, ops/reduce.h): rank i gets rows / size rows, one more when i < rows %
+// size, starting at scatterOffset; the pieces follow each other in rank order.
+int64_t scatterRows(int64_t rows, int size, int rank);
+int64_t scatterOffset(int64_t rows, int size, int rank);
 
 }  // namespace zen

@@ -19,9 +19,9 @@ constexpr size_t kMinShapeBytes = 4;
 constexpr size_t kMinDeviceBytes = 5;
 constexpr size_t kMinStringBytes = 4;
 constexpr size_t kMinRequestBytes =
-    4 + kMinStringBytes + 1 + 1 + kMinShapeBytes + kMinDeviceBytes + 1 + 4 + 8;
+    4 + kMinStringBytes + 1 + 1 + kMinShapeBytes + kMinDeviceBytes + 1 + 4 + 8 + 4;
 constexpr size_t kMinResponseBytes =
-    1 + 4 + kMinStringBytes + 1 + 4 + 1 + 4 + 8 + 4 + 4 + 4 + 8 + 4;
+    1 + 4 + kMinStringBytes + 1 + 4 + 1 + 4 + 8 + 4 + 4 + 4 + 4 + 8 + 4;
 
 void writeHeader(WireWriter& w, Kind kind) {
   w.u8('Z');
@@ -119,6 +119,8 @@ void writeRequest(WireWriter& w, const Request& q) {
   w.u8(static_cast<uint8_t>(q.reduceOp));
   w.i32(q.rootRank);
   w.i64(q.rowSize);
+  w.u32(static_cast<uint32_t>(q.splits.size()));
+  for (int64_t v : q.splits) w.i64(v);
 }
 
 Status readRequest(WireReader& r, Request* q) {
@@ -131,6 +133,7 @@ Status readRequest(WireReader& r, Request* q) {
   ZEN_RETURN_IF_ERROR(readEnum(r, kNumReduceOps, "reduce op", &q->reduceOp));
   ZEN_RETURN_IF_ERROR(r.i32(&q->rootRank));
   ZEN_RETURN_IF_ERROR(r.i64(&q->rowSize));
+  ZEN_RETURN_IF_ERROR(readInt64s(r, "alltoall splits", &q->splits));
   return Status::ok();
 }
 
@@ -149,6 +152,8 @@ void writeResponse(WireWriter& w, const Response& p) {
   for (const auto& s : p.shapes) writeShape(w, s);
   w.u32(static_cast<uint32_t>(p.gatherRows.size()));
   for (int64_t v : p.gatherRows) w.i64(v);
+  w.u32(static_cast<uint32_t>(p.splits.size()));
+  for (int64_t v : p.splits) w.i64(v);
   w.u32(static_cast<uint32_t>(p.rowOffsets.size()));
   for (int64_t v : p.rowOffsets) w.i64(v);
   w.i64(p.totalRows);
@@ -171,6 +176,7 @@ Status readResponse(WireReader& r, Response* p) {
   p->shapes.resize(n);
   for (auto& s : p->shapes) ZEN_RETURN_IF_ERROR(readShape(r, &s));
   ZEN_RETURN_IF_ERROR(readInt64s(r, "gather row counts", &p->gatherRows));
+  ZEN_RETURN_IF_ERROR(readInt64s(r, "alltoall splits", &p->splits));
   ZEN_RETURN_IF_ERROR(readInt64s(r, "row offsets", &p->rowOffsets));
   ZEN_RETURN_IF_ERROR(r.i64(&p->totalRows));
   ZEN_RETURN_IF_ERROR(r.i32(&p->lastJoinedRank));
@@ -183,6 +189,10 @@ Status readResponse(WireReader& r, Response* p) {
                 "response has {} row offsets for {} tensors", p->rowOffsets.size(), names);
   ZEN_CHECK_ARG(names == 0 ? p->gatherRows.empty() : p->gatherRows.size() % names == 0,
                 "response has {} gather row counts for {} tensors", p->gatherRows.size(), names);
+  ZEN_CHECK_ARG(p->splits.empty() || (p->type == ResponseType::kAlltoall && names == 1 &&
+                                      p->splits.size() == p->devices.size() * p->devices.size()),
+                "response has {} alltoall splits for {} tensors of {} ranks", p->splits.size(),
+                names, p->devices.size());
   return Status::ok();
 }
 

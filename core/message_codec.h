@@ -15,7 +15,8 @@
 
 namespace zen {
 
-inline constexpr uint8_t kWireVersion = 1;
+// 2: alltoall's splits in Request and Response.
+inline constexpr uint8_t kWireVersion = 2;
 
 std::vector<uint8_t> encodeRequestList(const RequestList& list);
 std::vector<uint8_t> encodeResponseList(const ResponseList& list);

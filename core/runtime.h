@@ -78,6 +78,18 @@ struct TensorOp {
   static TensorOp allgather(std::string name, DenseView input);
   // In place: the root's tensor overwrites every other rank's.
   static TensorOp broadcast(std::string name, DenseView tensor, int rootRank);
+  // Horovod's alltoall: splits[d] rows of the first dimension (in order) go to rank d, empty
+  // splits split it equally; the result, what every rank sent here concatenated in rank order,
+  // and the received splits are in the handle's OpResult. Ranks may differ in the first
+  // dimension and the splits; rank 0 checks them (every rank fails on a bad one).
+  static TensorOp alltoall(std::string name, DenseView input, std::vector<int64_t> splits = {});
+  // Horovod's reducescatter: the tensor reduced over all ranks (same shape everywhere), of
+  // which this rank keeps its piece of the first dimension in output, [scatterRows(rows,
+  // size, rank), ...] (core/message.h).
+  static TensorOp reducescatter(std::string name,
+                                DenseView input,
+                                DenseView output,
+                                ReduceOp op = ReduceOp::kAverage);
   // This rank has no more data; it completes when every rank has joined (OpResult's
   // lastJoinedRank). Meanwhile this rank contributes zeros / no rows to the others'
   // reductions and gathers.

@@ -58,6 +58,21 @@ TensorOp TensorOp::broadcast(std::string name, DenseView tensor, int rootRank) {
   return t;
 }
 
+// An allgather's request and views (ranks may differ in the first dimension), with splits.
+TensorOp TensorOp::alltoall(std::string name, DenseView input, std::vector<int64_t> splits) {
+  TensorOp t = allgather(std::move(name), input);
+  t.request.op = OpType::kAlltoall;
+  t.request.splits = std::move(splits);
+  return t;
+}
+
+// An allreduce's request and views; the output is this rank's piece.
+TensorOp TensorOp::reducescatter(std::string name, DenseView input, DenseView output, ReduceOp op) {
+  TensorOp t = allreduce(std::move(name), input, output, op);
+  t.request.op = OpType::kReducescatter;
+  return t;
+}
+
 TensorOp TensorOp::join() {
   TensorOp t;
   t.request.name = kJoinTensorName;
@@ -116,6 +131,7 @@ Status checkDevices(const std::string& name, const TensorOp& op) {
                     device.toString(), op.output.device.toString());
       break;
     case OpType::kAllreduce:
+    case OpType::kReducescatter:
       ZEN_CHECK_ARG(same(op.output.device), "tensor '{}': input on {}, output on {}", name,
                     device.toString(), op.output.device.toString());
       break;
@@ -146,7 +162,24 @@ Result<std::unique_ptr<TensorEntry>> Runtime::makeEntry(TensorOp op) const {
                     dataTypeName(op.output.dtype), op.output.shape.toString(),
                     dataTypeName(op.input.dtype), op.input.shape.toString());
       break;
+    case OpType::kReducescatter: {
+      ZEN_RETURN_IF_ERROR(checkDense(q.name, "input", op.input));
+      ZEN_RETURN_IF_ERROR(checkDense(q.name, "output", op.output));
+      ZEN_CHECK_ARG(op.input.shape.rank() >= 1,
+                    "tensor '{}': reducescatter needs at least one dimension", q.name);
+      // This rank's piece of the first dimension (Horovod's split).
+      std::vector<int64_t> piece = op.input.shape.dims();
+      piece[0] = scatterRows(piece[0], options_.size, options_.rank);
+      ZEN_CHECK_ARG(op.output.dtype == op.input.dtype &&
+                        op.output.shape.numElements() == TensorShape(piece).numElements(),
+                    "tensor '{}': output {} {} does not match rank {}'s piece {} {} of input {}",
+                    q.name, dataTypeName(op.output.dtype), op.output.shape.toString(),
+                    options_.rank, dataTypeName(op.input.dtype), TensorShape(piece).toString(),
+                    op.input.shape.toString());
+      break;
+    }
     case OpType::kAllgather:
+    case OpType::kAlltoall:
     case OpType::kBroadcast:
       ZEN_RETURN_IF_ERROR(checkDense(q.name, "input", op.input));
       break;

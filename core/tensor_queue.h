@@ -26,9 +26,10 @@ namespace zen {
 struct TensorEntry {
   Request request;
   SparseView sparseInput;  // kSparseAllreduce
-  DenseView input;         // kAllreduce, kAllgather, kBroadcast (read on the root)
-  // kAllreduce and kBroadcast: where the result goes (may alias input). kSparseAllreduce: a
-  // dense [rows x rowSize] output, or data == nullptr for a sparse result in the handle.
+  DenseView input;         // the dense ops' (broadcast: read on the root)
+  // kAllreduce and kBroadcast: where the result goes (may alias input). kReducescatter: this
+  // rank's piece. kSparseAllreduce: a dense [rows x rowSize] output, or data == nullptr for a
+  // sparse result in the handle.
   DenseView output;
   std::shared_ptr<HandleState> handle;
   std::chrono::steady_clock::time_point enqueued;

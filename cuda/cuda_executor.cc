@@ -427,6 +427,14 @@ void CudaExecutor::submit(const Response& response,
                       response.shapes.size() == response.tensorNames.size(),
                   "{}: {} entries and {} shapes for {} tensors", responseTypeName(response.type),
                   entries.size(), response.shapes.size(), response.tensorNames.size());
+    // Every rank gets the same plan, so every rank fails this bucket at once, before touching
+    // the device or a peer: nothing waits, nothing falls back to the host.
+    if (response.type == ResponseType::kAlltoall || response.type == ResponseType::kReducescatter) {
+      return ZEN_ERROR(StatusCode::kUnimplemented,
+                       "{} of CUDA tensors is not implemented in zen yet (the CPU executor runs "
+                       "it: pass host tensors)",
+                       responseTypeName(response.type));
+    }
 #ifndef ZEN_HAVE_NCCL
     return ZEN_ERROR(StatusCode::kUnimplemented, "zen was built without NCCL");
 #else

@@ -10,7 +10,9 @@
 #include <cstring>
 #include <utility>
 
+#include "ops/alltoall.h"
 #include "ops/reduce.h"
+#include "ops/reducescatter.h"
 #include "ops/sparse_rows.h"
 
 namespace zen::ops {
@@ -28,14 +30,6 @@ std::string timelinePhase(const std::string& name) {
   if (name == "partition") return "HASH";
   std::string out = name;
   for (char& c : out) c = c == ' ' ? '_' : static_cast<char>(std::toupper(c));
-  return out;
-}
-
-// The collective's own phase, named after the backend as Horovod's MPI_ALLREDUCE, say
-// IN_PROCESS_ALLREDUCE or TCP_ALLGATHER.
-std::string wirePhase(const Transport& t, const char* op) {
-  std::string out = std::string(t.backendName()) + "_" + op;
-  for (char& c : out) c = c == '-' ? '_' : static_cast<char>(std::toupper(c));
   return out;
 }
 
@@ -119,6 +113,12 @@ Status CpuExecutor::execute(const Response& response,
     case ResponseType::kBroadcast:
       status = broadcast(response, entries, report);
       break;
+    case ResponseType::kAlltoall:
+      status = alltoall(response, entries, report);
+      break;
+    case ResponseType::kReducescatter:
+      status = reducescatter(response, entries, report);
+      break;
     default:
       return ZEN_ERROR(StatusCode::kInternal, "the executor got a {} response",
                        responseTypeName(response.type));
@@ -174,7 +174,7 @@ Status CpuExecutor::allreduce(const Response& r,
   const ReduceOp op = r.reduceOp == ReduceOp::kAverage ? ReduceOp::kSum : r.reduceOp;
   ZEN_RETURN_IF_ERROR(transport_->allreduce(buffer, count, r.dtype, op));
   divideInPlace(buffer, count, r.dtype, divisor);
-  addPhase(report, wirePhase(*transport_, "allreduce"), start, Clock::now());
+  addPhase(report, wirePhaseName(*transport_, "allreduce"), start, Clock::now());
 
   if (only != nullptr) return Status::ok();
   start = Clock::now();
@@ -273,7 +273,7 @@ Status CpuExecutor::allgather(const Response& r,
   start = Clock::now();
   std::vector<ByteVector> gathered;
   ZEN_RETURN_IF_ERROR(transport_->allgatherv(fusion_.data(), mine, &gathered));
-  addPhase(report, wirePhase(*transport_, "allgather"), start, Clock::now());
+  addPhase(report, wirePhaseName(*transport_, "allgather"), start, Clock::now());
 
   start = Clock::now();
   for (int p = 0; p < n; ++p) {
@@ -307,6 +307,69 @@ Status CpuExecutor::allgather(const Response& r,
   return Status::ok();
 }
 
+Status CpuExecutor::alltoall(const Response& r,
+                             const std::vector<TensorEntry*>& entries,
+                             BucketReport* report) {
+  report->scheme = "alltoall";
+  const int n = transport_->size();
+  const int me = transport_->rank();
+  TensorEntry* e = entries.front();
+  // Negotiation refuses an alltoall while a rank has joined, and never fuses one.
+  ZEN_CHECK_ARG(entries.size() == 1 && e != nullptr, "alltoall: {} tensors, {} posted here",
+                entries.size(), e != nullptr ? "one" : "none");
+  ZEN_CHECK_ARG(r.splits.size() == static_cast<size_t>(n) * static_cast<size_t>(n),
+                "alltoall: {} splits for {} ranks", r.splits.size(), n);
+  AlltoallOptions o;
+  o.transport = transport_.get();
+  o.input = e->input.data;
+  o.rowBytes = trailingBytes(r.shapes[0], r.dtype);
+  for (int p = 0; p < n; ++p) {
+    o.sendRows.push_back(r.splits[static_cast<size_t>(me * n + p)]);
+    o.recvRows.push_back(r.splits[static_cast<size_t>(p * n + me)]);
+  }
+  int64_t sent = 0;
+  for (int64_t rows : o.sendRows) sent += rows;
+  ZEN_CHECK_ARG(sent == e->input.shape.dim(0), "alltoall: the plan sends {} rows, the input has {}",
+                sent, e->input.shape.dim(0));
+  o.phases = &report->phases;
+  OpResult& out = e->handle->result();
+  ZEN_RETURN_IF_ERROR(ops::alltoall(o, &out.gathered));
+  std::vector<int64_t> dims = r.shapes[0].dims();
+  dims[0] = 0;
+  for (int64_t rows : o.recvRows) dims[0] += rows;
+  out.gatheredShape = TensorShape(std::move(dims));
+  out.receivedSplits = o.recvRows;
+  report->rows = out.gatheredShape.dim(0);
+  return Status::ok();
+}
+
+Status CpuExecutor::reducescatter(const Response& r,
+                                  const std::vector<TensorEntry*>& entries,
+                                  BucketReport* report) {
+  report->scheme = "reducescatter";
+  ReducescatterOptions o;
+  o.transport = transport_.get();
+  o.dtype = r.dtype;
+  o.op = r.reduceOp;
+  o.scratch = &fusion_;
+  o.phases = &report->phases;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const TensorShape& shape = r.shapes[i];
+    ZEN_CHECK_ARG(shape.rank() >= 1, "reducescatter: tensor {} is a scalar", i);
+    ReducescatterTensor x;
+    x.rows = shape.dim(0);
+    x.rowElements = shape.rowSize();
+    // A joined rank contributes the op's identity and keeps nothing.
+    if (entries[i] != nullptr) {
+      x.input = entries[i]->input.data;
+      x.output = entries[i]->output.data;
+    }
+    report->rows += x.rows;
+    o.tensors.push_back(x);
+  }
+  return ops::reducescatter(o);
+}
+
 Status CpuExecutor::broadcast(const Response& r,
                               const std::vector<TensorEntry*>& entries,
                               BucketReport* report) {
@@ -325,7 +388,7 @@ Status CpuExecutor::broadcast(const Response& r,
   }
   const auto start = Clock::now();
   ZEN_RETURN_IF_ERROR(transport_->broadcast(data, bytes, r.rootRank));
-  addPhase(report, wirePhase(*transport_, "broadcast"), start, Clock::now());
+  addPhase(report, wirePhaseName(*transport_, "broadcast"), start, Clock::now());
   return Status::ok();
 }
 

@@ -12,6 +12,10 @@
 //   back per tensor (sparse, or scattered into a dense output).
 // - allgather: every tensor's rows packed into one buffer, one allgatherv, unpacked.
 // - broadcast: Transport::broadcast in place (never fused).
+// - alltoall: ops::alltoall straight from the input with the plan's splits (never fused); the
+//   rows received and the received splits go into the handle's OpResult.
+// - reducescatter: ops::reducescatter over the bucket (rank p's block holds every tensor's
+//   piece p; the fusion buffer is the scratch), divided by n for Average.
 // A rank that has joined contributes the op's identity (zeros for sum and average: Horovod's
 // rule) / no rows for the tensors it did not post.
 
@@ -53,6 +57,8 @@ class CpuExecutor final : public Executor {
   Status sparse(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
   Status allgather(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
   Status broadcast(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
+  Status alltoall(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
+  Status reducescatter(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
 
   std::unique_ptr<Transport> transport_;
   CpuExecutorOptions options_;

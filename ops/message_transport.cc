@@ -6,6 +6,8 @@
 // - allgatherv: B to each of the n-1 peers; receives every peer's buffer.
 // - allreduce (ring: reduce-scatter, then allgather, n-1 steps each): 2(n-1)/n·B sent to the
 //   right neighbour, as much received from the left; 16-bit floats travel as fp32 (2·B).
+// - reducescatter (the same ring's first half over the caller's blocks): every block but its
+//   own sent to the right neighbour, B - B_rank; 16-bit floats as fp32.
 // - broadcast (flat): the root sends B to each peer; the others receive B.
 // - barrier (dissemination, ceil(log2 n) rounds): empty messages only.
 #include "ops/message_transport.h"
@@ -116,47 +118,82 @@ Status MessageTransport::doAllgatherv(const void* data,
 
 Status MessageTransport::doAllreduce(void* data, size_t count, DataType dtype, ReduceOp op) {
   if (size() == 1 || count == 0) return Status::ok();
+  std::vector<size_t> begins;
+  for (int p = 0; p < size(); ++p) begins.push_back(ringChunk(count, size(), p).begin);
+  begins.push_back(count);
+  return ring(data, begins, dtype, op, true, "allreduce");
+}
+
+Status MessageTransport::doReducescatter(void* data,
+                                         const std::vector<size_t>& counts,
+                                         DataType dtype,
+                                         ReduceOp op) {
+  if (size() == 1) return Status::ok();
+  std::vector<size_t> begins = {0};
+  for (size_t c : counts) begins.push_back(begins.back() + c);
+  return ring(data, begins, dtype, op, false, "reducescatter");
+}
+
+// 16-bit floats travel and are reduced as fp32, rounded once at the end.
+Status MessageTransport::ring(void* data,
+                              const std::vector<size_t>& begins,
+                              DataType dtype,
+                              ReduceOp op,
+                              bool allgather,
+                              const char* what) {
   const auto until = deadline();
   const DataType wire = wireDataType(dtype);
-  if (wire == dtype) return ringAllreduce(data, count, dtype, op, until);
-  std::vector<float> wide = widenToFloat(data, count, dtype);
-  ZEN_RETURN_IF_ERROR(ringAllreduce(wide.data(), count, wire, op, until));
-  narrowFromFloat(wide, data, dtype);
+  std::vector<float> wide;
+  auto* buffer = static_cast<uint8_t*>(data);
+  if (wire != dtype) {
+    wide = widenToFloat(data, begins.back(), dtype);
+    buffer = reinterpret_cast<uint8_t*>(wide.data());
+  }
+  ZEN_RETURN_IF_ERROR(ringSteps(buffer, begins, wire, op, true, until, what));
+  if (allgather) ZEN_RETURN_IF_ERROR(ringSteps(buffer, begins, wire, op, false, until, what));
+  if (wire != dtype) narrowFromFloat(wide, data, dtype);
   return Status::ok();
 }
 
-// Reduce-scatter: in step s rank r sends chunk r-s right and reduces chunk r-s-1 from the left
-// into its own (sum, min, max or product); afterwards rank r holds the full reduction of chunk
-// r+1. Allgather: chunk r+1-s goes right, chunk r-s arrives from the left. Each chunk is
-// reduced once, so every rank ends with equal bits. Sends are flushed every step, so a posted
-// chunk is never written while in flight.
-Status MessageTransport::ringAllreduce(
-    void* data, size_t count, DataType dtype, ReduceOp op, Clock::time_point until) {
+// The ring over the blocks: in step s rank r sends block r-s-shift right and takes block
+// r-s-shift-1 from the left, reducing it into its own (reduce-scatter, shift 1: after n-1 steps
+// rank r holds the full reduction of block r) or copying it (allgather, shift 0: every rank
+// ends with every block, each a copy of the one rank that reduced it). Each block is reduced
+// once, so the bits do not depend on who later copies it. Sends are flushed every step, so a
+// posted block is never written while in flight.
+Status MessageTransport::ringSteps(uint8_t* data,
+                                   const std::vector<size_t>& begins,
+                                   DataType dtype,
+                                   ReduceOp op,
+                                   bool reduce,
+                                   Clock::time_point until,
+                                   const char* what) {
   const int n = size();
   const int r = rank();
   const int right = (r + 1) % n;
   const int left = (r - 1 + n) % n;
+  const int shift = reduce ? 1 : 0;
   const size_t width = dataTypeSize(dtype);
-  auto* base = static_cast<uint8_t*>(data);
-  for (int phase = 0; phase < 2; ++phase) {
-    for (int s = 0; s + 1 < n; ++s) {
-      const ElementRange out = ringChunk(count, n, (r + phase - s + n) % n);
-      const ElementRange in = ringChunk(count, n, (r + phase - s - 1 + n) % n);
-      ZEN_RETURN_IF_ERROR(post(right, kTagAllreduce, base + out.begin * width, out.size() * width));
-      ZEN_ASSIGN_OR_RETURN(ByteVector chunk, receive(left, kTagAllreduce, until, "allreduce"));
-      if (chunk.size() != in.size() * width) {
-        return ZEN_ERROR(StatusCode::kIoError,
-                         "rank {}: allreduce: rank {} sent a chunk of {} bytes, expected {} (do "
-                         "all ranks pass the same count and dtype?)",
-                         r, left, chunk.size(), in.size() * width);
-      }
-      if (phase == 0) {
-        reduceInto(base + in.begin * width, chunk.data(), in.size(), dtype, op);
-      } else if (!chunk.empty()) {
-        std::memcpy(base + in.begin * width, chunk.data(), chunk.size());
-      }
-      ZEN_RETURN_IF_ERROR(flushSends(until));
+  auto block = [&](int b) { return static_cast<size_t>((b % n + n) % n); };
+  for (int s = 0; s + 1 < n; ++s) {
+    const size_t out = block(r - s - shift);
+    const size_t in = block(r - s - shift - 1);
+    const size_t inCount = begins[in + 1] - begins[in];
+    ZEN_RETURN_IF_ERROR(post(right, kTagAllreduce, data + begins[out] * width,
+                             (begins[out + 1] - begins[out]) * width));
+    ZEN_ASSIGN_OR_RETURN(ByteVector chunk, receive(left, kTagAllreduce, until, what));
+    if (chunk.size() != inCount * width) {
+      return ZEN_ERROR(StatusCode::kIoError,
+                       "rank {}: {}: rank {} sent a block of {} bytes, expected {} (do all "
+                       "ranks pass the same counts and dtype?)",
+                       r, what, left, chunk.size(), inCount * width);
     }
+    if (reduce) {
+      reduceInto(data + begins[in] * width, chunk.data(), inCount, dtype, op);
+    } else if (!chunk.empty()) {
+      std::memcpy(data + begins[in] * width, chunk.data(), chunk.size());
+    }
+    ZEN_RETURN_IF_ERROR(flushSends(until));
   }
   return Status::ok();
 }

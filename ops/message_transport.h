@@ -10,7 +10,7 @@ namespace zen::ops {
 // The collectives written once over two primitives, for the backends that move whole
 // messages (in-process, TCP): post a message to a peer, and take one from this rank's
 // Mailbox. Algorithms: direct exchange for alltoallv / allgatherv, flat fan-out for
-// broadcast, ring for allreduce, dissemination for barrier.
+// broadcast, ring for allreduce and reducescatter, dissemination for barrier.
 class MessageTransport : public Transport {
  protected:
   MessageTransport(int rank, int size, double timeoutSeconds, Mailbox* mailbox);
@@ -26,6 +26,10 @@ class MessageTransport : public Transport {
                      std::vector<ByteVector>* received) override;
   Status doAllgatherv(const void* data, size_t bytes, std::vector<ByteVector>* gathered) override;
   Status doAllreduce(void* data, size_t count, DataType dtype, ReduceOp op) override;
+  Status doReducescatter(void* data,
+                         const std::vector<size_t>& counts,
+                         DataType dtype,
+                         ReduceOp op) override;
   Status doBroadcast(void* data, size_t bytes, int root) override;
   Status doBarrier() override;
 
@@ -34,8 +38,24 @@ class MessageTransport : public Transport {
   Result<ByteVector> receive(int peer, uint32_t tag, Clock::time_point deadline, const char* op);
   Status receiveInto(
       int peer, uint32_t tag, void* data, size_t bytes, Clock::time_point deadline, const char* op);
-  Status ringAllreduce(
-      void* data, size_t count, DataType dtype, ReduceOp op, Clock::time_point deadline);
+  // The ring over blocks [begins[p], begins[p+1]) of `dtype` elements, in place: the
+  // reduce-scatter, then (allgather) the allgather of the reduced blocks.
+  Status ring(void* data,
+              const std::vector<size_t>& begins,
+              DataType dtype,
+              ReduceOp op,
+              bool allgather,
+              const char* what);
+  // One half of it over elements of a wire dtype, in place:
+  // reduce-scatter (reduce: rank p ends with block p reduced by op) or allgather (every rank
+  // ends with every block).
+  Status ringSteps(uint8_t* data,
+                   const std::vector<size_t>& begins,
+                   DataType dtype,
+                   ReduceOp op,
+                   bool reduce,
+                   Clock::time_point deadline,
+                   const char* what);
 
   Mailbox* mailbox_;
 };

@@ -8,6 +8,9 @@
 // - allgatherv: 8 B count (MPI_Iallgather), then B in rounds of MPI_Iallgatherv, C per rank.
 // - allreduce: MPI_Iallreduce(SUM, MIN, MAX or PROD) in place, in chunks; 16-bit floats as
 //   fp32, rounded once.
+// - reducescatter: MPI_Ireduce_scatter with the blocks' counts, in rounds of at most C
+//   elements of each block (staged when a block needs more than one round); 16-bit floats as
+//   fp32.
 // - broadcast: MPI_Ibcast in chunks; barrier: MPI_Ibarrier.
 // Counters record the payload as the other backends would move it (ring allreduce, flat
 // broadcast), so benchmarks compare like with like.
@@ -268,6 +271,65 @@ class MpiTransport final : public Transport {
     const int left = (rank() - 1 + n) % n;
     countSent((rank() + 1) % n, ringAllreduceBytesSent(count, width, n, rank()));
     countReceived(left, ringAllreduceBytesSent(count, width, n, left));
+    return Status::ok();
+  }
+
+  Status doReducescatter(void* data,
+                         const std::vector<size_t>& counts,
+                         DataType dtype,
+                         ReduceOp op) override {
+    const int n = size();
+    const int me = rank();
+    if (n == 1) return Status::ok();
+    std::vector<size_t> begins = {0};
+    for (size_t c : counts) begins.push_back(begins.back() + c);
+    const DataType wire = wireDataType(dtype);
+    std::vector<float> wide;
+    auto* buffer = static_cast<uint8_t*>(data);
+    if (wire != dtype) {
+      wide = widenToFloat(data, begins.back(), dtype);
+      buffer = reinterpret_cast<uint8_t*>(wide.data());
+    }
+    const size_t width = dataTypeSize(wire);
+    // Round k carries elements [k·step, (k+1)·step) of every block: one round (no staging)
+    // when every block fits, which is the usual case.
+    const size_t step = std::max<size_t>(1, perRankChunk() / width);
+    const size_t largest = *std::max_element(counts.begin(), counts.end());
+    const size_t rounds = std::max<size_t>(1, ceilDiv(largest, step));
+    std::vector<int> rc(n);
+    for (size_t k = 0; k < rounds; ++k) {
+      size_t total = 0;
+      for (int p = 0; p < n; ++p) {
+        const size_t begin = std::min(counts[p], k * step);
+        rc[p] = static_cast<int>(std::min(step, counts[p] - begin));
+        total += rc[p];
+      }
+      ByteVector staged;
+      const uint8_t* send = buffer;
+      if (rounds > 1) {
+        staged.resize(total * width);
+        size_t at = 0;
+        for (int p = 0; p < n; ++p) {
+          if (rc[p] > 0) {
+            std::memcpy(staged.data() + at, buffer + (begins[p] + k * step) * width, rc[p] * width);
+          }
+          at += rc[p] * width;
+        }
+        send = staged.data();
+      }
+      ByteVector in(std::max<size_t>(1, rc[me] * width));
+      MPI_Request request;
+      ZEN_CHECK_MPI(MPI_Ireduce_scatter(send, in.data(), rc.data(), mpiReduceType(wire, op),
+                                        mpiOp(op), comm_, &request));
+      ZEN_RETURN_IF_ERROR(waitOne(request, "reducescatter", &staged, &in));
+      if (rc[me] > 0) {
+        std::memcpy(buffer + (begins[me] + k * step) * width, in.data(), rc[me] * width);
+      }
+    }
+    if (wire != dtype) narrowFromFloat(wide, data, dtype);
+    const int left = (me - 1 + n) % n;
+    countSent((me + 1) % n, ringReducescatterBytesSent(counts, width, me));
+    countReceived(left, ringReducescatterBytesSent(counts, width, left));
     return Status::ok();
   }
 

@@ -208,21 +208,28 @@ void narrowFromFloat(const std::vector<float>& wide, void* data, DataType dtype)
 }
 
 ElementRange ringChunk(size_t count, int n, int i) {
-  const size_t base = count / n;
-  const size_t extra = count % n;
-  const size_t k = static_cast<size_t>(i);
+  const auto total = static_cast<int64_t>(count);
   ElementRange r;
-  r.begin = base * k + std::min(k, extra);
-  r.end = r.begin + base + (k < extra ? 1 : 0);
+  r.begin = static_cast<size_t>(scatterOffset(total, n, i));
+  r.end = r.begin + static_cast<size_t>(scatterRows(total, n, i));
   return r;
+}
+
+uint64_t ringReducescatterBytesSent(const std::vector<size_t>& counts,
+                                    size_t elementSize,
+                                    int rank) {
+  if (counts.size() <= 1) return 0;
+  uint64_t elements = 0;
+  for (size_t c : counts) elements += c;
+  return (elements - counts[static_cast<size_t>(rank)]) * elementSize;
 }
 
 uint64_t ringAllreduceBytesSent(size_t count, size_t elementSize, int n, int rank) {
   if (n <= 1) return 0;
   uint64_t bytes = 0;
   for (int s = 0; s + 1 < n; ++s) {
-    bytes += ringChunk(count, n, (rank - s + n) % n).size();      // reduce-scatter
-    bytes += ringChunk(count, n, (rank + 1 - s + n) % n).size();  // allgather
+    bytes += ringChunk(count, n, (rank - s - 1 + n) % n).size();  // reduce-scatter
+    bytes += ringChunk(count, n, (rank - s + n) % n).size();      // allgather
   }
   return bytes * elementSize;
 }

@@ -35,8 +35,8 @@ void fillIdentity(void* data, size_t count, DataType dtype, ReduceOp op);
 std::vector<float> widenToFloat(const void* data, size_t count, DataType dtype);
 void narrowFromFloat(const std::vector<float>& wide, void* data, DataType dtype);
 
-// The ring's chunking: chunk i of n covers elements [begin, end) of `count`; the first
-// count % n chunks are one element longer.
+// The ring allreduce's chunking: chunk i of n covers elements [begin, end) of `count`; the
+// first count % n chunks are one element longer (reducescatter's split, core/message.h).
 struct ElementRange {
   size_t begin = 0;
   size_t end = 0;
@@ -44,9 +44,18 @@ struct ElementRange {
 };
 ElementRange ringChunk(size_t count, int n, int i);
 
-// Bytes a rank sends to its right neighbour in a ring allreduce (reduce-scatter, then
-// allgather) of `count` elements of `elementSize` bytes; it receives the same amount from its
-// left. Each chunk moves n-1 times per phase, so the ranks together send 2(n-1)·count·size.
+// The ring reduce-scatter over blocks of counts[p] elements (rank p ends with block p): in step
+// s = 0..n-2 rank r sends block r-s-1 to its right neighbour, so it sends every block but its
+// own once. Bytes rank `rank` sends right (and receives from its left, as much as its left
+// neighbour sends): (sum of counts - counts[rank]) · elementSize.
+uint64_t ringReducescatterBytesSent(const std::vector<size_t>& counts,
+                                    size_t elementSize,
+                                    int rank);
+
+// Bytes a rank sends to its right neighbour in a ring allreduce (reduce-scatter into the
+// ringChunk blocks, then allgather: in step s rank r passes block r-s on) of `count` elements
+// of `elementSize` bytes; it receives what its left neighbour sends. Each chunk moves n-1
+// times per phase, so the ranks together send 2(n-1)·count·size.
 uint64_t ringAllreduceBytesSent(size_t count, size_t elementSize, int n, int rank);
 
 }  // namespace zen::ops

@@ -2,6 +2,7 @@
 // transport error" rule and the per-peer byte counters. Nothing here touches the wire.
 #include "ops/transport.h"
 
+#include <cctype>
 #include <numeric>
 
 namespace zen::ops {
@@ -90,6 +91,25 @@ Status Transport::allreduce(void* data, size_t count, DataType dtype, ReduceOp o
   return guarded([&] { return doAllreduce(data, count, dtype, op); });
 }
 
+Status Transport::reducescatter(void* data,
+                                const std::vector<size_t>& counts,
+                                DataType dtype,
+                                ReduceOp op) {
+  ZEN_CHECK_ARG(counts.size() == static_cast<size_t>(size_),
+                "reducescatter: {} block counts for {} ranks", counts.size(), size_);
+  size_t count = 0;
+  for (size_t c : counts) count += c;
+  ZEN_CHECK_ARG(data != nullptr || count == 0, "reducescatter: null buffer of {} elements", count);
+  ZEN_CHECK_ARG(dtype <= DataType::kInt64, "reducescatter: unknown dtype code {}",
+                static_cast<int>(dtype));
+  ZEN_CHECK_ARG(op == ReduceOp::kSum || op == ReduceOp::kMin || op == ReduceOp::kMax ||
+                    op == ReduceOp::kProduct,
+                "reducescatter: the transport reduces with sum, min, max or product, not {} (op "
+                "code {}); an average is a sum the caller divides",
+                reduceOpName(op), static_cast<int>(op));
+  return guarded([&] { return doReducescatter(data, counts, dtype, op); });
+}
+
 Status Transport::broadcast(void* data, size_t bytes, int root) {
   ZEN_CHECK_ARG(root >= 0 && root < size_, "broadcast: root {} outside [0, {})", root, size_);
   ZEN_CHECK_ARG(data != nullptr || bytes == 0, "broadcast: null buffer of {} bytes", bytes);
@@ -129,6 +149,12 @@ void Transport::countSent(int peer, size_t bytes) {
 
 void Transport::countReceived(int peer, size_t bytes) {
   received_[peer].fetch_add(bytes, std::memory_order_relaxed);
+}
+
+std::string wirePhaseName(const Transport& transport, const char* op) {
+  std::string out = std::string(transport.backendName()) + "_" + op;
+  for (char& c : out) c = c == '-' ? '_' : static_cast<char>(std::toupper(c));
+  return out;
 }
 
 }  // namespace zen::ops

@@ -29,8 +29,9 @@ struct ConstBytes {
 // Payload bytes this rank sent to / received from each peer since the last reset: what the
 // benchmarks report as wire bytes. Frame headers, handshakes and the count exchange of the
 // v-collectives are not included. allreduce counts the ring's bytes (2(n-1)/n of the buffer
-// per rank) and broadcast a flat fan-out from the root on every backend, MPI included, whose
-// internal algorithm is not visible to us.
+// per rank), reducescatter the ring's (every block but one's own), and broadcast a flat
+// fan-out from the root on every backend, MPI included, whose internal algorithm is not
+// visible to us.
 struct TransportCounters {
   std::vector<uint64_t> bytesSent;      // indexed by peer rank
   std::vector<uint64_t> bytesReceived;  // indexed by peer rank
@@ -91,6 +92,15 @@ class Transport {
   // are reduced in fp32 and rounded once; int32 and int64 sums and products wrap like two's
   // complement.
   Status allreduce(void* data, size_t count, DataType dtype, ReduceOp op = ReduceOp::kSum);
+  // In-place reduce-scatter: data holds size() blocks back to back, block p of counts[p]
+  // elements (counts.size() == size(), 0 allowed); afterwards block rank() holds the reduction
+  // by `op` (as allreduce's: kSum, kMin, kMax or kProduct, 16-bit floats in fp32 rounded once)
+  // of every rank's block rank(), and the other blocks are scratch. Every rank passes the same
+  // counts and dtype.
+  Status reducescatter(void* data,
+                       const std::vector<size_t>& counts,
+                       DataType dtype,
+                       ReduceOp op = ReduceOp::kSum);
   // The root's `bytes` overwrite everyone's buffer; every rank passes the same size.
   Status broadcast(void* data, size_t bytes, int root);
   Status barrier();
@@ -109,6 +119,10 @@ class Transport {
                               size_t bytes,
                               std::vector<ByteVector>* gathered) = 0;
   virtual Status doAllreduce(void* data, size_t count, DataType dtype, ReduceOp op) = 0;
+  virtual Status doReducescatter(void* data,
+                                 const std::vector<size_t>& counts,
+                                 DataType dtype,
+                                 ReduceOp op) = 0;
   virtual Status doBroadcast(void* data, size_t bytes, int root) = 0;
   virtual Status doBarrier() = 0;
   // Called once, on the first kTimeout/kIoError (`why`): tell peers (close connections) so
@@ -131,5 +145,9 @@ class Transport {
   std::unique_ptr<std::atomic<uint64_t>[]> sent_;
   std::unique_ptr<std::atomic<uint64_t>[]> received_;
 };
+
+// A wire collective as a timeline phase, named after the backend as Horovod's MPI_ALLREDUCE:
+// IN_PROCESS_ALLREDUCE, TCP_ALLGATHER, MPI_REDUCESCATTER.
+std::string wirePhaseName(const Transport& transport, const char* op);
 
 }  // namespace zen::ops

@@ -1,10 +1,13 @@
-// zen.tensorflow's CPU kernels (ops in zen_tf_ops.cc): each checks its inputs, enqueues to
-// the daemon through the C API and returns; Pending (zen_tf_async.h) ends it from the
-// daemon's completion. Inputs and outputs stay alive until `done`, so the daemon reads and
-// writes TensorFlow's memory directly; outputs whose size only the collective knows are
-// copied out of the handle.
+// zen.tensorflow's CPU kernels (ops in zen_tf_ops.cc). Every kernel is a ZenKernel: the shared
+// ComputeAsync reads the operation's name, lets the kernel check its inputs and fill the call
+// (prepare: the C API's views, outputs whose shape is known now), posts it (enqueue) and
+// returns; Pending (zen_tf_async.h) ends it from the daemon's completion, running the kernel's
+// finish (outputs whose size only the collective knows, copied out of the handle). Inputs and
+// outputs stay alive until `done`, so the daemon reads and writes TensorFlow's memory directly.
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bindings/tensorflow/zen_tf_async.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -13,6 +16,15 @@
 namespace tensorflow {
 namespace zen_tf {
 namespace {
+
+// What one kernel's enqueue reads; alive until the enqueue call returns.
+struct Call {
+  std::string name;
+  TensorArg in;
+  TensorArg out;
+  zen_sparse_tensor_t sparse{};  // ZenSparseAllreduce
+  std::vector<int64_t> splits;   // ZenAlltoall
+};
 
 absl::Status nameInput(OpKernelContext* context, int index, std::string* name) {
   const Tensor& t = context->input(index);
@@ -24,30 +36,77 @@ absl::Status nameInput(OpKernelContext* context, int index, std::string* name) {
   return absl::OkStatus();
 }
 
-class AllreduceOp : public AsyncOpKernel {
+// Input 0 as call->in, refused below minDims dimensions.
+absl::Status viewInput(OpKernelContext* context, const char* what, int minDims, Call* call) {
+  const Tensor& input = context->input(0);
+  if (input.dims() < minDims) {
+    return absl::InvalidArgumentError(std::string(what) + " '" + call->name +
+                                      "': a tensor of at least one dimension");
+  }
+  return call->in.init(input);
+}
+
+// Output 0 of `shape`, as call->out.
+absl::Status allocateOutput(OpKernelContext* context, const TensorShape& shape, Call* call) {
+  Tensor* output = nullptr;
+  TF_RETURN_IF_ERROR(context->allocate_output(0, shape, &output));
+  return call->out.init(*output);
+}
+
+// The shape every zen kernel shares: name, prepare, enqueue, and Pending's end.
+class ZenKernel : public AsyncOpKernel {
  public:
-  explicit AllreduceOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
+  // nameIndex: the scalar string input naming the operation (-1: none, join and barrier).
+  // finish: reads the outputs whose size only the collective knows (null: none).
+  ZenKernel(OpKernelConstruction* c, int nameIndex, Pending::Finish finish = nullptr)
+      : AsyncOpKernel(c), nameIndex_(nameIndex), finish_(std::move(finish)) {}
+
+  void ComputeAsync(OpKernelContext* context, DoneCallback done) final {
+    Call call;
+    if (nameIndex_ >= 0) {
+      OP_REQUIRES_OK_ASYNC(context, nameInput(context, nameIndex_, &call.name), done);
+    }
+    OP_REQUIRES_OK_ASYNC(context, prepare(context, &call), done);
+    Pending::start(new Pending(context, std::move(done), finish_),
+                   [&](zen_completion_t completion, zen_handle_t* handle) {
+                     return enqueue(call, completion, handle);
+                   });
+  }
+
+ protected:
+  virtual absl::Status prepare(OpKernelContext* context, Call* call) = 0;
+  virtual int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) = 0;
+
+ private:
+  const int nameIndex_;
+  const Pending::Finish finish_;
+};
+
+// Kernels with a reduce_op attribute (zen_reduce_op_t).
+class ReduceKernel : public ZenKernel {
+ public:
+  ReduceKernel(OpKernelConstruction* c, int nameIndex, Pending::Finish finish = nullptr)
+      : ZenKernel(c, nameIndex, std::move(finish)) {
     OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduceOp_));
   }
 
-  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
-    const Tensor& input = context->input(0);
-    std::string name;
-    OP_REQUIRES_OK_ASYNC(context, nameInput(context, 1, &name), done);
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
-    TensorArg in;
-    TensorArg out;
-    OP_REQUIRES_OK_ASYNC(context, in.init(input), done);
-    OP_REQUIRES_OK_ASYNC(context, out.init(*output), done);
-    Pending::start(new Pending(context, std::move(done), nullptr), [&](zen_completion_t completion,
-                                                                       zen_handle_t* handle) {
-      return zen_enqueue_allreduce(name.c_str(), &in.c, &out.c, reduceOp_, completion, handle);
-    });
-  }
-
- private:
+ protected:
   int reduceOp_ = ZEN_AVERAGE;
+};
+
+class AllreduceOp : public ReduceKernel {
+ public:
+  explicit AllreduceOp(OpKernelConstruction* c) : ReduceKernel(c, 1) {}
+
+ protected:
+  absl::Status prepare(OpKernelContext* context, Call* call) override {
+    TF_RETURN_IF_ERROR(viewInput(context, "allreduce", 0, call));
+    return allocateOutput(context, context->input(0).shape(), call);
+  }
+  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
+    return zen_enqueue_allreduce(call.name.c_str(), &call.in.c, &call.out.c, reduceOp_, completion,
+                                 handle);
+  }
 };
 
 void copySparseResult(OpKernelContext* context, zen_handle_t handle) {
@@ -66,25 +125,20 @@ void copySparseResult(OpKernelContext* context, zen_handle_t handle) {
   std::memcpy(indices->flat<int64_t>().data(), r.indices, sizeof(int64_t) * r.nnz);
 }
 
-class SparseAllreduceOp : public AsyncOpKernel {
+class SparseAllreduceOp : public ReduceKernel {
  public:
-  explicit SparseAllreduceOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
-    OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduceOp_));
-  }
+  explicit SparseAllreduceOp(OpKernelConstruction* c) : ReduceKernel(c, 3, copySparseResult) {}
 
-  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
+ protected:
+  absl::Status prepare(OpKernelContext* context, Call* call) override {
     const Tensor& values = context->input(0);
     const Tensor& indices = context->input(1);
     const Tensor& denseShape = context->input(2);
-    std::string name;
-    OP_REQUIRES_OK_ASYNC(context, nameInput(context, 3, &name), done);
-    OP_REQUIRES_ASYNC(
-        context,
-        values.dims() >= 1 && indices.dims() == 1 && indices.dim_size(0) == values.dim_size(0),
-        absl::InvalidArgumentError(
-            "sparse allreduce '" + name + "': values " + values.shape().DebugString() +
-            " need one row per index, indices " + indices.shape().DebugString()),
-        done);
+    if (values.dims() < 1 || indices.dims() != 1 || indices.dim_size(0) != values.dim_size(0)) {
+      return absl::InvalidArgumentError(
+          "sparse allreduce '" + call->name + "': values " + values.shape().DebugString() +
+          " need one row per index, indices " + indices.shape().DebugString());
+    }
     // The rows of values must be the trailing dimensions of dense_shape, flattened.
     int64_t rowSize = 1;
     for (int d = 1; d < values.dims(); ++d) rowSize *= values.dim_size(d);
@@ -94,90 +148,137 @@ class SparseAllreduceOp : public AsyncOpKernel {
       auto dims = denseShape.flat<int64_t>();
       for (int64_t d = 1; d < dims.size(); ++d) denseRowSize *= dims(d);
     }
-    OP_REQUIRES_ASYNC(context, shapeOk && denseRowSize == rowSize,
-                      absl::InvalidArgumentError("sparse allreduce '" + name + "': values " +
-                                                 values.shape().DebugString() +
-                                                 " do not hold rows of dense_shape " +
-                                                 denseShape.DebugString(/*num_values=*/8)),
-                      done);
-    zen_sparse_tensor_t s{};
+    if (!shapeOk || denseRowSize != rowSize) {
+      return absl::InvalidArgumentError(
+          "sparse allreduce '" + call->name + "': values " + values.shape().DebugString() +
+          " do not hold rows of dense_shape " + denseShape.DebugString(/*num_values=*/8));
+    }
+    zen_sparse_tensor_t& s = call->sparse;
     s.indices = indices.flat<int64_t>().data();
     s.values = values.tensor_data().data();
     s.nnz = values.dim_size(0);
     s.num_rows = denseShape.flat<int64_t>()(0);
     s.row_size = rowSize;
-    OP_REQUIRES_OK_ASYNC(context, zenDtype(values.dtype(), &s.dtype), done);
-    Pending::start(new Pending(context, std::move(done), copySparseResult),
-                   [&](zen_completion_t completion, zen_handle_t* handle) {
-                     return zen_enqueue_sparse_allreduce(name.c_str(), &s, reduceOp_, nullptr,
-                                                         completion, handle);
-                   });
+    return zenDtype(values.dtype(), &s.dtype);
   }
-
- private:
-  int reduceOp_ = ZEN_AVERAGE;
+  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
+    return zen_enqueue_sparse_allreduce(call.name.c_str(), &call.sparse, reduceOp_, nullptr,
+                                        completion, handle);
+  }
 };
 
-void copyGathered(OpKernelContext* context, zen_handle_t handle) {
-  zen_gathered_t g{};
-  int code = zen_allgather_result(handle, &g);
-  OP_REQUIRES(context, code == ZEN_OK, lastError(code));
+// Output `index` as a copy of the handle's gathered rows (allgather, alltoall).
+void copyGathered(OpKernelContext* context, const zen_gathered_t& g, const char* what) {
   TensorShape shape;
   for (int32_t d = 0; d < g.ndims; ++d) shape.AddDim(g.shape[d]);
   Tensor* output = nullptr;
   OP_REQUIRES_OK(context, context->allocate_output(0, shape, &output));
   OP_REQUIRES(context, output->tensor_data().size() == g.bytes,
-              absl::InternalError("allgather: result size does not match its shape"));
+              absl::InternalError(std::string(what) + ": result size does not match its shape"));
   if (g.bytes > 0) std::memcpy(const_cast<char*>(output->tensor_data().data()), g.data, g.bytes);
 }
 
-class AllgatherOp : public AsyncOpKernel {
- public:
-  using AsyncOpKernel::AsyncOpKernel;
+void copyAllgatherResult(OpKernelContext* context, zen_handle_t handle) {
+  zen_gathered_t g{};
+  int code = zen_allgather_result(handle, &g);
+  OP_REQUIRES(context, code == ZEN_OK, lastError(code));
+  copyGathered(context, g, "allgather");
+}
 
-  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
-    const Tensor& input = context->input(0);
-    std::string name;
-    OP_REQUIRES_OK_ASYNC(context, nameInput(context, 1, &name), done);
-    OP_REQUIRES_ASYNC(
-        context, input.dims() >= 1,
-        absl::InvalidArgumentError("allgather '" + name + "': a tensor of at least one dimension"),
-        done);
-    TensorArg in;
-    OP_REQUIRES_OK_ASYNC(context, in.init(input), done);
-    Pending::start(new Pending(context, std::move(done), copyGathered),
-                   [&](zen_completion_t completion, zen_handle_t* handle) {
-                     return zen_enqueue_allgather(name.c_str(), &in.c, completion, handle);
-                   });
+class AllgatherOp : public ZenKernel {
+ public:
+  explicit AllgatherOp(OpKernelConstruction* c) : ZenKernel(c, 1, copyAllgatherResult) {}
+
+ protected:
+  absl::Status prepare(OpKernelContext* context, Call* call) override {
+    return viewInput(context, "allgather", 1, call);
+  }
+  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
+    return zen_enqueue_allgather(call.name.c_str(), &call.in.c, completion, handle);
   }
 };
 
-class BroadcastOp : public AsyncOpKernel {
+class BroadcastOp : public ZenKernel {
  public:
-  explicit BroadcastOp(OpKernelConstruction* c) : AsyncOpKernel(c) {
+  explicit BroadcastOp(OpKernelConstruction* c) : ZenKernel(c, 1) {
     OP_REQUIRES_OK(c, c->GetAttr("root_rank", &rootRank_));
   }
 
-  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
+ protected:
+  // In place on the output, a copy of the input.
+  absl::Status prepare(OpKernelContext* context, Call* call) override {
     const Tensor& input = context->input(0);
-    std::string name;
-    OP_REQUIRES_OK_ASYNC(context, nameInput(context, 1, &name), done);
     Tensor* output = nullptr;
-    OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
+    TF_RETURN_IF_ERROR(context->allocate_output(0, input.shape(), &output));
     if (input.NumElements() > 0) {
       std::memcpy(const_cast<char*>(output->tensor_data().data()), input.tensor_data().data(),
                   input.tensor_data().size());
     }
-    TensorArg t;
-    OP_REQUIRES_OK_ASYNC(context, t.init(*output), done);
-    Pending::start(new Pending(context, std::move(done), nullptr), [&](zen_completion_t completion,
-                                                                       zen_handle_t* handle) {
-      return zen_enqueue_broadcast(name.c_str(), &t.c, rootRank_, completion, handle);
-    });
+    return call->out.init(*output);
+  }
+  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
+    return zen_enqueue_broadcast(call.name.c_str(), &call.out.c, rootRank_, completion, handle);
   }
 
  private:
   int rootRank_ = 0;
+};
+
+void copyAlltoallResult(OpKernelContext* context, zen_handle_t handle) {
+  zen_alltoall_result_t r{};
+  int code = zen_alltoall_result(handle, &r);
+  OP_REQUIRES(context, code == ZEN_OK, lastError(code));
+  copyGathered(context, r.output, "alltoall");
+  Tensor* received = nullptr;
+  OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({r.num_ranks}), &received));
+  auto splits = received->flat<int32_t>();
+  for (int32_t p = 0; p < r.num_ranks; ++p) {
+    splits(p) = static_cast<int32_t>(r.received_splits[p]);
+  }
+}
+
+class AlltoallOp : public ZenKernel {
+ public:
+  explicit AlltoallOp(OpKernelConstruction* c) : ZenKernel(c, 2, copyAlltoallResult) {}
+
+ protected:
+  // splits: rows to each rank (int32, Horovod's), empty for an equal split.
+  absl::Status prepare(OpKernelContext* context, Call* call) override {
+    TF_RETURN_IF_ERROR(viewInput(context, "alltoall", 1, call));
+    const Tensor& splits = context->input(1);
+    if (splits.dims() != 1) {
+      return absl::InvalidArgumentError("alltoall '" + call->name +
+                                        "': splits must be a vector, not " +
+                                        splits.shape().DebugString());
+    }
+    auto flat = splits.flat<int32_t>();
+    call->splits.assign(flat.data(), flat.data() + flat.size());
+    return absl::OkStatus();
+  }
+  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
+    return zen_enqueue_alltoall(call.name.c_str(), &call.in.c, call.splits.data(),
+                                static_cast<int32_t>(call.splits.size()), completion, handle);
+  }
+};
+
+class ReducescatterOp : public ReduceKernel {
+ public:
+  explicit ReducescatterOp(OpKernelConstruction* c) : ReduceKernel(c, 1) {}
+
+ protected:
+  // This rank's piece of the first dimension (zen_reducescatter_rows, Horovod's split).
+  absl::Status prepare(OpKernelContext* context, Call* call) override {
+    TF_RETURN_IF_ERROR(viewInput(context, "reducescatter", 1, call));
+    const int rank = zen_rank();
+    if (rank < 0) return lastError(ZEN_NOT_INITIALIZED);  // zen_rank's message
+    TensorShape shape = context->input(0).shape();
+    shape.set_dim(0, zen_reducescatter_rows(shape.dim_size(0), rank, zen_size()));
+    return allocateOutput(context, shape, call);
+  }
+  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
+    return zen_enqueue_reducescatter(call.name.c_str(), &call.in.c, &call.out.c, reduceOp_,
+                                     completion, handle);
+  }
 };
 
 void copyLastJoined(OpKernelContext* context, zen_handle_t handle) {
@@ -189,27 +290,25 @@ void copyLastJoined(OpKernelContext* context, zen_handle_t handle) {
   output->scalar<int32_t>()() = last;
 }
 
-class JoinOp : public AsyncOpKernel {
+class JoinOp : public ZenKernel {
  public:
-  using AsyncOpKernel::AsyncOpKernel;
+  explicit JoinOp(OpKernelConstruction* c) : ZenKernel(c, -1, copyLastJoined) {}
 
-  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
-    Pending::start(new Pending(context, std::move(done), copyLastJoined),
-                   [](zen_completion_t completion, zen_handle_t* handle) {
-                     return zen_enqueue_join(completion, handle);
-                   });
+ protected:
+  absl::Status prepare(OpKernelContext*, Call*) override { return absl::OkStatus(); }
+  int enqueue(const Call&, zen_completion_t completion, zen_handle_t* handle) override {
+    return zen_enqueue_join(completion, handle);
   }
 };
 
-class BarrierOp : public AsyncOpKernel {
+class BarrierOp : public ZenKernel {
  public:
-  using AsyncOpKernel::AsyncOpKernel;
+  explicit BarrierOp(OpKernelConstruction* c) : ZenKernel(c, -1) {}
 
-  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
-    Pending::start(new Pending(context, std::move(done), nullptr),
-                   [](zen_completion_t completion, zen_handle_t* handle) {
-                     return zen_enqueue_barrier(completion, handle);
-                   });
+ protected:
+  absl::Status prepare(OpKernelContext*, Call*) override { return absl::OkStatus(); }
+  int enqueue(const Call&, zen_completion_t completion, zen_handle_t* handle) override {
+    return zen_enqueue_barrier(completion, handle);
   }
 };
 
@@ -217,6 +316,8 @@ REGISTER_KERNEL_BUILDER(Name("ZenAllreduce").Device(DEVICE_CPU), AllreduceOp);
 REGISTER_KERNEL_BUILDER(Name("ZenSparseAllreduce").Device(DEVICE_CPU), SparseAllreduceOp);
 REGISTER_KERNEL_BUILDER(Name("ZenAllgather").Device(DEVICE_CPU), AllgatherOp);
 REGISTER_KERNEL_BUILDER(Name("ZenBroadcast").Device(DEVICE_CPU), BroadcastOp);
+REGISTER_KERNEL_BUILDER(Name("ZenAlltoall").Device(DEVICE_CPU), AlltoallOp);
+REGISTER_KERNEL_BUILDER(Name("ZenReducescatter").Device(DEVICE_CPU), ReducescatterOp);
 REGISTER_KERNEL_BUILDER(Name("ZenJoin").Device(DEVICE_CPU), JoinOp);
 REGISTER_KERNEL_BUILDER(Name("ZenBarrier").Device(DEVICE_CPU), BarrierOp);
 

@@ -75,6 +75,35 @@ REGISTER_OP("ZenBroadcast")
     .SetShapeFn(shape_inference::UnchangedShape)
     .Doc("root_rank's tensor on every rank.");
 
+REGISTER_OP("ZenAlltoall")
+    .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")
+    .Input("tensor: T")
+    .Input("splits: int32")
+    .Input("tensor_name: string")
+    .Output("output: T")
+    .Output("received_splits: int32")
+    .SetShapeFn([](InferenceContext* c) {
+      TF_RETURN_IF_ERROR(unknownRows(c, 0, 0));
+      c->set_output(1, c->Vector(c->UnknownDim()));
+      return absl::OkStatus();
+    })
+    .Doc(
+        "Horovod's alltoall: splits[d] rows of the first dimension go to rank d (an empty "
+        "splits: equal pieces); returns what every rank sent here, in rank order, and the rows "
+        "received from each rank.");
+
+REGISTER_OP("ZenReducescatter")
+    .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")
+    .Attr("reduce_op: int")
+    .Input("tensor: T")
+    .Input("tensor_name: string")
+    .Output("reduced: T")
+    .SetShapeFn([](InferenceContext* c) { return unknownRows(c, 0, 0); })
+    .Doc(
+        "Horovod's reducescatter: tensor reduced over all ranks (reduce_op as ZenAllreduce's), "
+        "of which this rank keeps its piece of the first dimension (the first rows % size "
+        "ranks one row more).");
+
 REGISTER_OP("ZenJoin")
     .Output("last_joined_rank: int32")
     .SetIsStateful()

@@ -3,7 +3,8 @@
 // *_async function hands the tensor's memory to the daemon as it is (no copy, host or CUDA;
 // Python keeps the tensors alive until synchronize) and returns the handle; wait() blocks
 // with the GIL released. Compiles against a CPU-only torch (no CUDA headers needed). Outputs the
-// daemon allocates (sparse result, gathered tensor) become torch tensors over the daemon's memory,
+// daemon allocates (sparse result, gathered tensor, alltoall's output) become torch tensors
+// over the daemon's memory,
 // which is released with the last of them; the gathered tensor of CUDA inputs is device memory
 // (a CUDA tensor over it: zen.torch copies it into a tensor of torch's allocator).
 //
@@ -215,6 +216,37 @@ int64_t allgatherAsync(const std::string& name, const torch::Tensor& input, int6
   return h;
 }
 
+// splits: rows to each rank (Horovod's), none for an equal split.
+int64_t alltoallAsync(const std::string& name,
+                      const torch::Tensor& input,
+                      const std::vector<int64_t>& splits,
+                      int64_t stream) {
+  TensorArg in(input, "alltoall input", stream);
+  zen_handle_t h = 0;
+  checkEnqueue(zen_enqueue_alltoall(name.c_str(), &in.c, splits.empty() ? nullptr : splits.data(),
+                                    static_cast<int32_t>(splits.size()), ZEN_NO_COMPLETION, &h));
+  return h;
+}
+
+// output: this rank's piece, [reducescatter_rows(rows, rank, size), ...].
+int64_t reducescatterAsync(const std::string& name,
+                           const torch::Tensor& input,
+                           const torch::Tensor& output,
+                           int32_t op,
+                           int64_t stream) {
+  TensorArg in(input, "reducescatter input", stream);
+  TensorArg out(output, "reducescatter output");
+  zen_handle_t h = 0;
+  checkEnqueue(zen_enqueue_reducescatter(name.c_str(), &in.c, &out.c, op, ZEN_NO_COMPLETION, &h));
+  return h;
+}
+
+int64_t reducescatterRows(int64_t rows, int32_t rank, int32_t size) {
+  const int64_t out = zen_reducescatter_rows(rows, rank, size);
+  if (out < 0) throw std::invalid_argument(zen_last_error());
+  return out;
+}
+
 int64_t broadcastAsync(const std::string& name,
                        const torch::Tensor& tensor,
                        int32_t root,
@@ -278,6 +310,21 @@ torch::Tensor allgatherResult(int64_t handle, const torch::Tensor& like) {
           : torch::Device(torch::kCPU);
   return overDaemonMemory(g.data, std::vector<int64_t>(g.shape, g.shape + g.ndims), type, guard,
                           device);
+}
+
+// (the rows every rank sent here over the daemon's memory, int32 received splits as Horovod's).
+std::vector<torch::Tensor> alltoallResult(int64_t handle, const torch::Tensor& like) {
+  zen_alltoall_result_t r{};
+  if (zen_alltoall_result(handle, &r) != ZEN_OK) throw std::runtime_error(zen_last_error());
+  auto guard = std::make_shared<HandleGuard>(handle);
+  const zen_gathered_t& g = r.output;
+  torch::Tensor splits = torch::empty({r.num_ranks}, torch::kInt32);
+  int32_t* received = splits.data_ptr<int32_t>();
+  for (int32_t p = 0; p < r.num_ranks; ++p)
+    received[p] = static_cast<int32_t>(r.received_splits[p]);
+  return {overDaemonMemory(g.data, std::vector<int64_t>(g.shape, g.shape + g.ndims),
+                           like.scalar_type(), guard),
+          splits};
 }
 
 int joinResult(int64_t handle) {
@@ -364,6 +411,11 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("op"), pybind11::arg("dense_output"), pybind11::arg("stream") = 0);
   m.def("allgather_async", &allgatherAsync, pybind11::arg("name"), pybind11::arg("input"),
         pybind11::arg("stream") = 0);
+  m.def("alltoall_async", &alltoallAsync, pybind11::arg("name"), pybind11::arg("input"),
+        pybind11::arg("splits"), pybind11::arg("stream") = 0);
+  m.def("reducescatter_async", &reducescatterAsync, pybind11::arg("name"), pybind11::arg("input"),
+        pybind11::arg("output"), pybind11::arg("op"), pybind11::arg("stream") = 0);
+  m.def("reducescatter_rows", &reducescatterRows);
   m.def("broadcast_async", &broadcastAsync, pybind11::arg("name"), pybind11::arg("tensor"),
         pybind11::arg("root"), pybind11::arg("stream") = 0);
   m.def("join_async", &joinAsync);
@@ -372,6 +424,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("wait", &wait);
   m.def("sparse_result", &sparseResult);
   m.def("allgather_result", &allgatherResult);
+  m.def("alltoall_result", &alltoallResult);
   m.def("join_result", &joinResult);
   m.def("release", &release);
   m.def("stats_json", &statsJson);

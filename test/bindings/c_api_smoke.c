@@ -59,6 +59,24 @@ int zen_c_smoke(void) {
     return 15;
   }
 
+  /* Alltoall and reducescatter in a job of one: the identity. */
+  zen_alltoall_result_t a;
+  if (zen_enqueue_alltoall("a", &t, NULL, 0, ZEN_NO_COMPLETION, &h) != ZEN_OK ||
+      zen_wait(h, 30.0) != ZEN_OK || zen_alltoall_result(h, &a) != ZEN_OK || a.num_ranks != 1 ||
+      a.received_splits[0] != 2 || a.output.shape[0] != 2 || a.output.shape[1] != 3 ||
+      ((const float*)a.output.data)[4] != 5.0f) {
+    return 16;
+  }
+  zen_release(h);
+  float piece[6] = {0};
+  zen_tensor_t out = {piece, ZEN_FLOAT32, 2, shape};
+  if (zen_reducescatter_rows(2, 0, 1) != 2 ||
+      zen_enqueue_reducescatter("r", &t, &out, ZEN_AVERAGE, ZEN_NO_COMPLETION, &h) != ZEN_OK ||
+      zen_wait(h, 30.0) != ZEN_OK || piece[5] != 6.0f) {
+    return 17;
+  }
+  zen_release(h);
+
   char* json = NULL;
   if (zen_stats_json(&json) != ZEN_OK || strstr(json, "\"tensors\"") == NULL) return 11;
   zen_free(json);

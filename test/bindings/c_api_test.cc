@@ -273,6 +273,69 @@ int everyFunction(int rank, int n) {
     CHILD_CHECK(std::strstr(zen_last_error(), "ZEN_PRODUCT") != nullptr, 146);
   }
 
+  // Alltoall (rank r sends p + r rows of [r * 100 + p, i] to rank p) and a reducescatter of
+  // 2n + 1 rows (uneven pieces), both in flight at once; then bad splits on one rank.
+  {
+    std::vector<int64_t> splits(static_cast<size_t>(n));
+    int64_t rows = 0;
+    for (int p = 0; p < n; ++p) rows += (splits[static_cast<size_t>(p)] = p + rank);
+    std::vector<int64_t> sent;
+    for (int p = 0; p < n; ++p) {
+      for (int i = 0; i < p + rank; ++i) sent.insert(sent.end(), {rank * 100 + p, i});
+    }
+    int64_t aShape[2] = {rows, 2};
+    zen_tensor_t at{sent.data(), ZEN_INT64, 2, aShape};
+    const int64_t rsRows = 2 * n + 1;
+    const int64_t mineRows = zen_reducescatter_rows(rsRows, rank, n);
+    std::vector<float> rs(static_cast<size_t>(rsRows * 3)),
+        rsOut(static_cast<size_t>(mineRows * 3));
+    for (size_t i = 0; i < rs.size(); ++i) rs[i] = static_cast<float>(rank + i);
+    int64_t rsShape[2] = {rsRows, 3}, outShape[2] = {mineRows, 3};
+    zen_tensor_t rin{rs.data(), ZEN_FLOAT32, 2, rsShape},
+        rout{rsOut.data(), ZEN_FLOAT32, 2, outShape};
+    CHILD_CHECK(
+        zen_enqueue_alltoall("c.a2a", &at, splits.data(), n, ZEN_NO_COMPLETION, &h1) == ZEN_OK,
+        150);
+    CHILD_CHECK(
+        zen_enqueue_reducescatter("c.rs", &rin, &rout, ZEN_SUM, ZEN_NO_COMPLETION, &h2) == ZEN_OK,
+        151);
+    CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_wait(h2, kWait) == ZEN_OK, 152);
+    zen_alltoall_result_t ar;
+    CHILD_CHECK(zen_alltoall_result(h1, &ar) == ZEN_OK && ar.num_ranks == n, 153);
+    const auto* got = static_cast<const int64_t*>(ar.output.data);
+    int64_t k = 0;
+    for (int s = 0; s < n; ++s) {
+      CHILD_CHECK(ar.received_splits[s] == s + rank, 154);
+      for (int i = 0; i < s + rank; ++i, ++k) {
+        CHILD_CHECK(got[2 * k] == s * 100 + rank && got[2 * k + 1] == i, 155);
+      }
+    }
+    CHILD_CHECK(ar.output.ndims == 2 && ar.output.shape[0] == k && ar.output.shape[1] == 2 &&
+                    ar.output.bytes == static_cast<size_t>(k * 2) * sizeof(int64_t),
+                156);
+    int64_t offset = 0;
+    for (int p = 0; p < rank; ++p) offset += zen_reducescatter_rows(rsRows, p, n);
+    for (size_t e = 0; e < rsOut.size(); ++e) {
+      const float at0 = static_cast<float>(offset * 3 + static_cast<int64_t>(e));
+      CHILD_CHECK(rsOut[e] == static_cast<float>(n * (n - 1) / 2) + n * at0, 157);
+    }
+    CHILD_CHECK(zen_release(h1) == ZEN_OK && zen_release(h2) == ZEN_OK, 158);
+    if (n > 1) {
+      std::vector<int64_t> bad = splits;
+      if (rank == n - 1) bad.pop_back();
+      CHILD_CHECK(
+          zen_enqueue_alltoall("c.a2a.bad", &at, bad.data(), static_cast<int32_t>(bad.size()),
+                               ZEN_NO_COMPLETION, &h1) == ZEN_OK,
+          159);
+      CHILD_CHECK(zen_wait(h1, kWait) == ZEN_INVALID_ARGUMENT, 160);
+      CHILD_CHECK(std::strstr(zen_last_error(), "alltoall splits do not fit") != nullptr, 161);
+      CHILD_CHECK(zen_release(h1) == ZEN_OK, 162);
+    }
+    CHILD_CHECK(zen_reducescatter_rows(7, 0, 3) == 3 && zen_reducescatter_rows(7, 2, 3) == 2 &&
+                    zen_reducescatter_rows(1, 0, 0) == -1,
+                163);
+  }
+
   // Sparse allreduce with overlapping and repeated rows: sparse and dense results.
   std::vector<Rows> rows;
   for (int p = 0; p < n; ++p) rows.push_back(makeRows(100 + p, 64, 4, 30));

@@ -145,5 +145,29 @@ TEST(FusionPlanner, AllgatherBucketsKeepPerRankRows) {
   EXPECT_EQ(out[0].gatherRows, (std::vector<int64_t>{1, 2, 2, 0}));
 }
 
+TEST(FusionPlanner, ReducescattersFuseByOpAndAlltoallsNever) {
+  std::vector<Response> in;
+  for (int i = 0; i < 2; ++i) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      Response r = dense(fmt::format("{}{}", reduceOpName(op), i), 6);
+      r.type = ResponseType::kReducescatter;
+      r.shapes = {TensorShape({3, 2})};
+      r.reduceOp = op;
+      in.push_back(r);
+    }
+    Response a = dense(fmt::format("a2a{}", i), 4);
+    a.type = ResponseType::kAlltoall;
+    a.splits = {1, 1, 1, 1};
+    in.push_back(a);
+  }
+  const auto out = fuseResponses(in, 1 << 20);
+  EXPECT_EQ(buckets(out), (std::vector<std::vector<std::string>>{
+                              {"sum0", "sum1"}, {"average0", "average1"}, {"a2a0"}, {"a2a1"}}));
+  EXPECT_EQ(out[1].reduceOp, ReduceOp::kAverage);
+  EXPECT_EQ(out[2].splits, (std::vector<int64_t>{1, 1, 1, 1}));
+  EXPECT_TRUE(isFusible(ResponseType::kReducescatter));
+  EXPECT_FALSE(isFusible(ResponseType::kAlltoall));
+}
+
 }  // namespace
 }  // namespace zen::controller

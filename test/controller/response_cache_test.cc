@@ -67,6 +67,24 @@ TEST(ResponseCache, MissHitAndInvalid) {
   EXPECT_EQ(cache.lookup(changed).state, ResponseCache::State::kHit);
 }
 
+TEST(ResponseCache, AlltoallIsKeyedOnThisRanksSplits) {
+  ResponseCache cache(8);
+  Request q = makeRequest(0, "a2a", OpType::kAlltoall, DataType::kFloat32, TensorShape({4, 2}));
+  q.splits = {3, 1};
+  const Response r = responseFor(q, 2);
+  ASSERT_EQ(r.type, ResponseType::kAlltoall) << r.errorMessage;
+  EXPECT_TRUE(isCacheable(r.type));
+  cache.put(r, CacheKey::of(q));
+  EXPECT_EQ(cache.lookup(q).state, ResponseCache::State::kHit);
+  EXPECT_EQ(cache.peek(0).splits, (std::vector<int64_t>{3, 1, 3, 1}));
+  Request moved = q;
+  moved.splits = {2, 2};  // the same rows, split differently: the plan is stale
+  EXPECT_EQ(cache.lookup(moved).state, ResponseCache::State::kInvalid);
+  moved.splits = {};
+  EXPECT_EQ(cache.lookup(moved).state, ResponseCache::State::kInvalid);
+  EXPECT_TRUE(isCacheable(ResponseType::kReducescatter));
+}
+
 TEST(ResponseCache, BitsAreLowestFreeAndHolesAreReused) {
   ResponseCache cache(8);
   for (const char* n : {"a", "b", "c"}) putRequest(&cache, makeRequest(0, n));

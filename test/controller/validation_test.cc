@@ -212,5 +212,116 @@ TEST(Validation, MinMaxProductWhileARankHasJoinedOnEveryDevice) {
   }
 }
 
+Request alltoallRequest(int rank,
+                        TensorShape shape,
+                        std::vector<int64_t> splits = {},
+                        DataType dtype = DataType::kFloat32) {
+  Request q = makeRequest(rank, "a", OpType::kAlltoall, dtype, std::move(shape));
+  q.splits = std::move(splits);
+  return q;
+}
+
+TEST(Validation, AlltoallCarriesEveryRanksSplits) {
+  // Rank 0 splits 3 rows [1, 0, 2], rank 1 gives none (6 rows, equal), rank 2 [0, 0, 0].
+  const Response r =
+      buildResponse("a",
+                    entryOf(3, {alltoallRequest(0, {3, 4}, {1, 0, 2}), alltoallRequest(1, {6, 4}),
+                                alltoallRequest(2, {0, 4}, {0, 0, 0})}),
+                    noneJoined(3));
+  ASSERT_EQ(r.type, ResponseType::kAlltoall) << r.errorMessage;
+  EXPECT_EQ(r.splits, (std::vector<int64_t>{1, 0, 2, 2, 2, 2, 0, 0, 0}));
+  EXPECT_EQ(r.shapes, std::vector<TensorShape>{TensorShape({9, 4})});
+  EXPECT_TRUE(r.gatherRows.empty());
+}
+
+TEST(Validation, AlltoallMismatchesFailWithWhoSentWhat) {
+  EXPECT_EQ(
+      errorOf({alltoallRequest(0, {2, 3}), alltoallRequest(1, {2, 3}, {}, DataType::kInt32)}, 2),
+      "tensor 'a': rank 1 sent dtype int32, rank 0 float32");
+  EXPECT_EQ(errorOf({alltoallRequest(0, {2, 3}), alltoallRequest(1, {4, 5})}, 2),
+            "tensor 'a': rank 1 sent shape (all dimensions but the first must match) [4, 5], "
+            "rank 0 [2, 3]");
+  EXPECT_EQ(errorOf({alltoallRequest(0, {2, 3}), alltoallRequest(1, {4, 3, 1})}, 2),
+            "tensor 'a': rank 1 sent shape (all dimensions but the first must match) [4, 3, 1], "
+            "rank 0 [2, 3]");
+  // Every rank's split problem, grouped; the ranks whose splits fit are not named.
+  EXPECT_EQ(errorOf({alltoallRequest(0, {3, 2}, {1, 2}), alltoallRequest(1, {3, 2}, {1, 1, 1}),
+                     alltoallRequest(2, {4, 2}, {1, 1, 1}), alltoallRequest(3, {5, 2})},
+                    4),
+            "tensor 'a': alltoall splits do not fit: rank 0 sent splits [1, 2] (2 entries) for 4 "
+            "ranks; ranks 1-2 sent splits [1, 1, 1] (3 entries) for 4 ranks; rank 3 sent 5 rows, "
+            "which do not split equally over 4 ranks (pass splits)");
+}
+
+TEST(Validation, AlltoallSplitProblemsAreGroupedByRank) {
+  EXPECT_EQ(
+      errorOf({alltoallRequest(0, {3, 2}, {1, 2}), alltoallRequest(1, {3, 2}, {1, 2}),
+               alltoallRequest(2, {3, 2}, {3})},
+              3),
+      "tensor 'a': alltoall splits do not fit: ranks 0-1 sent splits [1, 2] (2 entries) for 3 "
+      "ranks; rank 2 sent splits [3] (1 entries) for 3 ranks");
+  EXPECT_EQ(errorOf({alltoallRequest(0, {4, 2}, {1, 3}), alltoallRequest(1, {4, 2}, {2, 1})}, 2),
+            "tensor 'a': alltoall splits do not fit: rank 1 sent splits [2, 1] summing to 3 for a "
+            "first dimension of 4");
+  EXPECT_EQ(errorOf({alltoallRequest(0, {1, 2}, {2, -1}), alltoallRequest(1, {4, 2}, {2, 2})}, 2),
+            "tensor 'a': alltoall splits do not fit: rank 0 sent splits [2, -1] with a negative "
+            "entry");
+  EXPECT_EQ(errorOf({alltoallRequest(0, {4}), alltoallRequest(1, {5}), alltoallRequest(2, {6})}, 3),
+            "tensor 'a': alltoall splits do not fit: rank 0 sent 4 rows, which do not split "
+            "equally over 3 ranks (pass splits); rank 1 sent 5 rows, which do not split equally "
+            "over 3 ranks (pass splits)");
+}
+
+TEST(Validation, AlltoallWhileARankHasJoinedFails) {
+  const Response r = buildResponse(
+      "a", entryOf(3, {alltoallRequest(0, {3}), alltoallRequest(2, {3})}), {false, true, false});
+  ASSERT_EQ(r.type, ResponseType::kError);
+  EXPECT_EQ(r.errorMessage,
+            "tensor 'a': alltoall while rank 1 has joined is not supported (a joined rank has no "
+            "tensor to send or receive)");
+}
+
+TEST(Validation, ReducescatterChecksShapeAndOpAndTakesJoinedRanks) {
+  const auto rs = [](int rank, TensorShape s, ReduceOp op = ReduceOp::kSum) {
+    Request q = makeRequest(rank, "r", OpType::kReducescatter, DataType::kFloat32, std::move(s));
+    q.reduceOp = op;
+    return q;
+  };
+  const Response ok = buildResponse("r", entryOf(2, {rs(0, {5, 2}), rs(1, {5, 2})}), noneJoined(2));
+  ASSERT_EQ(ok.type, ResponseType::kReducescatter) << ok.errorMessage;
+  EXPECT_EQ(ok.shapes, std::vector<TensorShape>{TensorShape({5, 2})});
+  EXPECT_EQ(ok.reduceOp, ReduceOp::kSum);
+  EXPECT_EQ(errorOf({rs(0, {5, 2}), rs(1, {4, 2})}, 2),
+            "tensor 'r': rank 1 sent dense shape [4, 2], rank 0 [5, 2]");
+  EXPECT_EQ(errorOf({rs(0, {5, 2}), rs(1, {5, 2}, ReduceOp::kMax)}, 2),
+            "tensor 'r': rank 1 sent reduce op max, rank 0 sum");
+  // A joined rank contributes the op's identity (the executor's): no error.
+  EXPECT_EQ(
+      buildResponse("r", entryOf(3, {rs(0, {5, 2}), rs(2, {5, 2})}), {false, true, false}).type,
+      ResponseType::kReducescatter);
+}
+
+TEST(Validation, CheckRequestTakesSplitsForAlltoallOnly) {
+  EXPECT_TRUE(checkRequest(alltoallRequest(0, {3}, {1, 2, 3}), 2).isOk());  // rank 0 judges
+  EXPECT_FALSE(checkRequest(alltoallRequest(0, {}), 2).isOk());
+  Request q = makeRequest(0, "x");
+  q.splits = {1};
+  EXPECT_EQ(checkRequest(q, 2).message(), "tensor 'x': splits are for alltoall, not allreduce");
+  EXPECT_FALSE(
+      checkRequest(makeRequest(0, "r", OpType::kReducescatter, DataType::kFloat32, {}), 2).isOk());
+}
+
+TEST(Validation, ScatterRowsFollowHorovod) {
+  // 7 rows over 3 ranks: 3, 2, 2 at 0, 3, 5; 2 rows over 4: 1, 1, 0, 0.
+  EXPECT_EQ(scatterRows(7, 3, 0), 3);
+  EXPECT_EQ(scatterRows(7, 3, 1), 2);
+  EXPECT_EQ(scatterRows(7, 3, 2), 2);
+  EXPECT_EQ(scatterOffset(7, 3, 1), 3);
+  EXPECT_EQ(scatterOffset(7, 3, 2), 5);
+  EXPECT_EQ(scatterRows(2, 4, 1), 1);
+  EXPECT_EQ(scatterRows(2, 4, 2), 0);
+  EXPECT_EQ(scatterOffset(2, 4, 3), 2);
+}
+
 }  // namespace
 }  // namespace zen::controller

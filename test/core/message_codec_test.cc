@@ -39,6 +39,13 @@ RequestList sampleRequests() {
   j.name = kJoinTensorName;
   j.op = OpType::kJoin;
   list.requests.push_back(j);
+  Request a;
+  a.rank = 3;
+  a.name = "moe.tokens";
+  a.op = OpType::kAlltoall;
+  a.shape = TensorShape({6, 8});
+  a.splits = {0, 4, 2};
+  list.requests.push_back(a);
   list.shutdown = true;
   return list;
 }
@@ -64,6 +71,20 @@ ResponseList sampleResponses() {
   gather.shapes = {TensorShape({5, 3})};
   gather.gatherRows = {2, 3};
   list.responses.push_back(gather);
+  Response alltoall;
+  alltoall.type = ResponseType::kAlltoall;
+  alltoall.tensorNames = {"moe.tokens"};
+  alltoall.devices = {Device::cpu(), Device::cpu()};
+  alltoall.shapes = {TensorShape({9, 8})};
+  alltoall.splits = {1, 2, 0, 6};
+  list.responses.push_back(alltoall);
+  Response scatter;
+  scatter.type = ResponseType::kReducescatter;
+  scatter.tensorNames = {"r1", "r2"};
+  scatter.devices = {Device::cpu(), Device::cpu()};
+  scatter.reduceOp = ReduceOp::kMax;
+  scatter.shapes = {TensorShape({5, 2}), TensorShape({3})};
+  list.responses.push_back(scatter);
   Response error;
   error.type = ResponseType::kError;
   error.tensorNames = {"bad"};
@@ -294,6 +315,23 @@ TEST(MessageCodec, PerTensorArraysMustMatchTheNames) {
   r.gatherRows = {1, 2, 3, 4};
   list.responses = {r};
   EXPECT_TRUE(decodeResponseList(encodeResponseList(list)).isOk());
+  // Alltoall splits: one tensor, size x size of them (size = the devices' count), and only on
+  // an alltoall; an executor indexes them [sender * size + receiver].
+  Response a;
+  a.type = ResponseType::kAlltoall;
+  a.tensorNames = {"a"};
+  a.devices = {Device::cpu(), Device::cpu()};
+  a.shapes = {TensorShape({4})};
+  a.splits = {1, 1, 1, 1};
+  list.responses = {a};
+  EXPECT_TRUE(decodeResponseList(encodeResponseList(list)).isOk());
+  a.splits = {1, 1, 1};
+  list.responses = {a};
+  EXPECT_FALSE(decodeResponseList(encodeResponseList(list)).isOk());
+  a.splits = {1, 1, 1, 1};
+  a.type = ResponseType::kAllgather;
+  list.responses = {a};
+  EXPECT_FALSE(decodeResponseList(encodeResponseList(list)).isOk());
 }
 
 // Random garbage and random corruptions of valid messages: never a crash, an error or a valid

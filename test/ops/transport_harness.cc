@@ -11,6 +11,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -239,6 +240,18 @@ std::vector<ProcessEnd> forkTcpRanks(int n,
 
 uint8_t patternByte(int from, int to, size_t i) {
   return static_cast<uint8_t>(from * 131 + to * 31 + i * 7 + (i >> 8));
+}
+
+uint64_t sumOverRanks(Transport& t, uint64_t value) {
+  std::vector<ByteVector> all;
+  EXPECT_TRUE(t.allgatherv(&value, sizeof(value), &all).isOk());
+  uint64_t sum = 0;
+  for (const ByteVector& v : all) {
+    uint64_t x = 0;
+    std::memcpy(&x, v.data(), sizeof(x));
+    sum += x;
+  }
+  return sum;
 }
 
 }  // namespace zen::ops::testing

@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "core/float16.h"
 #include "ops/mpi_transport.h"
 #include "ops/tcp_transport.h"
 #include "ops/transport.h"
@@ -77,5 +80,42 @@ class TransportTest : public ::testing::TestWithParam<TransportParam> {
 
 // Deterministic test bytes: what rank `from` sends rank `to`.
 uint8_t patternByte(int from, int to, size_t i);
+
+// Sum over ranks of every rank's value, gathered over the transport itself.
+uint64_t sumOverRanks(Transport& t, uint64_t value);
+
+// Rank r's element i for min, max and product: small integers and signed powers of two, exact
+// in every dtype (bf16 included) and with an exact product whatever the order, so a
+// closed-form reference over r is checked exactly.
+inline double minMaxValue(int r, size_t i) {
+  return static_cast<double>((i * 7 + static_cast<size_t>(r) * 5) % 11) - 5;  // [-5, 5]
+}
+inline double productValue(int r, size_t i, bool integral) {
+  if (i % 17 == 3 && r == 0) return 0;  // a zero somewhere
+  static constexpr double kFactors[] = {1, -1, 2, -2, 0.5, 1};
+  const double f = kFactors[(i + static_cast<size_t>(r) * 2) % 6];
+  return integral && f == 0.5 ? -1 : f;
+}
+
+// Test values in and out of every dtype the transports reduce (16-bit floats included).
+template <typename T>
+T fromDouble(double v) {
+  if constexpr (std::is_same_v<T, Half>) {
+    return toHalf(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return toBFloat16(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+template <typename T>
+double toDouble(T v) {
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    return static_cast<double>(toFloat(v));
+  } else {
+    return static_cast<double>(v);
+  }
+}
 
 }  // namespace zen::ops::testing

@@ -31,19 +31,6 @@ size_t pairBytes(int from, int to, int n) {
   return kSizes[(from * 3 + to * 5) % 7];
 }
 
-// Sum over ranks of every rank's value, gathered over the transport itself.
-uint64_t sumOverRanks(Transport& t, uint64_t value) {
-  std::vector<ByteVector> all;
-  EXPECT_TRUE(t.allgatherv(&value, sizeof(value), &all).isOk());
-  uint64_t sum = 0;
-  for (const ByteVector& v : all) {
-    uint64_t x = 0;
-    std::memcpy(&x, v.data(), sizeof(x));
-    sum += x;
-  }
-  return sum;
-}
-
 TEST_P(TransportTest, RankAndSize) {
   run([&](Transport& t) {
     if (GetParam().ranks > 0) {
@@ -246,39 +233,8 @@ TEST_P(TransportTest, AllreduceInt32Wraps) {
   });
 }
 
-// Min, max and product: x_r[i] as below, small integers and signed powers of two, exact in
-// every dtype (bf16 included) and with an exact product whatever the order, so the closed-form
-// reference over r is checked exactly.
-double minMaxValue(int r, size_t i) {
-  return static_cast<double>((i * 7 + static_cast<size_t>(r) * 5) % 11) - 5;  // [-5, 5]
-}
-double productValue(int r, size_t i, bool integral) {
-  if (i % 17 == 3 && r == 0) return 0;  // a zero somewhere
-  static constexpr double kFactors[] = {1, -1, 2, -2, 0.5, 1};
-  const double f = kFactors[(i + static_cast<size_t>(r) * 2) % 6];
-  return integral && f == 0.5 ? -1 : f;
-}
-
-template <typename T>
-T fromDouble(double v) {
-  if constexpr (std::is_same_v<T, Half>) {
-    return toHalf(static_cast<float>(v));
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return toBFloat16(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
-
-template <typename T>
-double toDouble(T v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return static_cast<double>(toFloat(v));
-  } else {
-    return static_cast<double>(v);
-  }
-}
-
+// Min, max and product: x_r[i] = minMaxValue / productValue (transport_harness.h), so the
+// closed-form reference over r is exact.
 // Every rank's result has the same bytes as rank 0's.
 void expectSameBitsEverywhere(Transport& t, const void* data, size_t bytes, const char* what) {
   std::vector<ByteVector> all;

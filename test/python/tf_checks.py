@@ -298,6 +298,128 @@ def allgather():
     assert equal(tape.gradient(loss, x), tf.fill([rank + 1, 2], float(rank * size)))
 
 
+# ---- alltoall ----
+
+def a2a_rows(src, dst):
+    """Rows rank src sends rank dst: uneven, some empty (its own too)."""
+    return (src + 2 * dst) % 3
+
+
+def a2a_value(src, dst, k):
+    """Row k from rank src to rank dst: a small integer naming all three (exact in bf16)."""
+    return 16 * src + 4 * dst + k
+
+
+def a2a_input(rank, size, dtype):
+    rows = [a2a_value(rank, d, k) for d in range(size) for k in range(a2a_rows(rank, d))]
+    column = tf.reshape(tf.constant(rows, tf.int64), [-1, 1])
+    return tf.cast(tf.tile(column, [1, 2]), dtype)
+
+
+@check
+def alltoall():
+    size, rank = hvd.size(), hvd.rank()
+    splits = [a2a_rows(rank, d) for d in range(size)]
+    want_splits = [a2a_rows(s, rank) for s in range(size)]
+    want = [a2a_value(s, rank, k) for s in range(size) for k in range(want_splits[s])]
+    for dtype in DTYPES + WIDENED:
+        out, received = hvd.alltoall(a2a_input(rank, size, dtype), splits=splits,
+                                     name="a2a.%s" % dtype.name)
+        assert out.dtype == dtype and out.shape == [sum(want_splits), 2], (out.shape, dtype)
+        assert received.dtype == tf.int32 and received.numpy().tolist() == want_splits
+        assert out.numpy().astype(np.int64)[:, 0].tolist() == want, (dtype, out)
+    # Without splits: equal pieces, and only the tensor comes back (as horovod.tensorflow).
+    out = hvd.alltoall(tf.range(2 * size, dtype=tf.float32) + 100 * rank, name="a2a.equal")
+    assert isinstance(out, tf.Tensor)
+    assert out.numpy().tolist() == [100 * s + 2 * rank + k for s in range(size) for k in (0, 1)]
+
+    # In a tf.function, two of them in flight at once; splits as a tensor.
+    @tf.function
+    def both(x):
+        a, ra = hvd.alltoall(x, splits=tf.constant(splits), name="a2a.fn.a")
+        b, _ = hvd.alltoall(x * 2, splits=splits, name="a2a.fn.b")
+        return a, b, ra
+
+    a, b, ra = both(a2a_input(rank, size, tf.float32))
+    assert a.numpy()[:, 0].tolist() == want and b.numpy()[:, 0].tolist() == [2 * w for w in want]
+    assert ra.numpy().tolist() == want_splits
+    # The gradient: the alltoall of the gradient back, with the received splits.
+    x = tf.Variable(a2a_input(rank, size, tf.float32))
+    with tf.GradientTape() as tape:
+        y, _ = hvd.alltoall(x, splits=splits)
+        loss = tf.reduce_sum(y * tf.stop_gradient(y))  # d loss / d y = y
+    assert equal(tape.gradient(loss, x), tf.convert_to_tensor(x))
+    # Errors reach every rank: a bad split on one rank, a shape that does not split equally.
+    bad = list(splits) if rank else splits[:-1] + [splits[-1] + 1]
+    e = expect_raises(tf.errors.InvalidArgumentError,
+                      lambda: hvd.alltoall(a2a_input(rank, size, tf.float32), splits=bad,
+                                           name="a2a.bad"))
+    assert "a2a.bad" in e.message and "alltoall splits do not fit" in e.message, e.message
+    if size > 1:
+        e = expect_raises(tf.errors.InvalidArgumentError,
+                          lambda: hvd.alltoall(tf.ones([2 * size + 1]), name="a2a.uneven"))
+        assert "do not split equally" in e.message, e.message
+    expect_raises(ValueError, lambda: hvd.alltoall(tf.constant(1.0)))
+
+
+# ---- reducescatter ----
+
+@check
+def reducescatter():
+    size, rank = hvd.size(), hvd.rank()
+    ops = {hvd.Sum: lambda xs: np.sum(xs, 0), hvd.Average: lambda xs: np.sum(xs, 0) / size,
+           hvd.Min: lambda xs: np.min(xs, 0), hvd.Max: lambda xs: np.max(xs, 0),
+           hvd.Product: lambda xs: np.prod(xs, 0)}
+    for rows in (2 * size + 1, size - 1):  # uneven pieces; an empty piece on the last rank
+        # Horovod's split: rows // size each, one more on the first rows % size ranks.
+        mine = rows // size + (1 if rank < rows % size else 0)
+        first = rows // size * rank + min(rank, rows % size)
+        for dtype in DTYPES:
+            for op, reduce in ops.items():
+                lo, hi = (-2, 2) if op == hvd.Product else (-8, 8)
+                scale = size if op == hvd.Average else 1  # the mean stays exact
+                everyone = [small_ints([rows, 3], tf.int64, seed=7 + r, lo=lo, hi=hi) * scale
+                            for r in range(size)]
+                out = hvd.reducescatter(tf.cast(everyone[rank], dtype), op=op,
+                                        name="rs.%d.%s.%d" % (rows, dtype.name, op))
+                want = reduce(np.stack([e.numpy().astype(np.float64) for e in everyone]))
+                assert out.dtype == dtype and out.shape == [mine, 3], (out.shape, dtype, op)
+                got = out.numpy().astype(np.float64)
+                assert np.array_equal(got, want[first:first + mine]), (dtype, op, got, want)
+    # A widened dtype, scale factors.
+    out = hvd.reducescatter(tf.ones([2 * size], tf.int16), op=hvd.Sum, prescale_factor=3.0,
+                            name="rs.i16")
+    assert out.dtype == tf.int16 and out.numpy().tolist() == [3 * size] * 2
+    # In a tf.function: several in flight at once (they fuse).
+
+    @tf.function
+    def group(x):
+        return [hvd.reducescatter(x + i, op=hvd.Sum, name="rs.fn.%d" % i) for i in range(4)]
+
+    for i, out in enumerate(group(tf.fill([size + 1, 2], float(rank)))):
+        rows = size + 1
+        piece = rows // size + (1 if rank < rows % size else 0)
+        assert equal(out, tf.fill([piece, 2], float(sum(r + i for r in range(size)))))
+    # The gradient: the allgather of the gradient, / size for Average, times the factors.
+    rows = 2 * size + 1
+    owner = [p for p in range(size) for _ in range(rows // size + (1 if p < rows % size else 0))]
+    for op, scale in ((hvd.Sum, 1.0), (hvd.Average, 1.0 / size)):
+        x = tf.Variable(tf.ones([rows, 2]))
+        with tf.GradientTape() as tape:
+            y = hvd.reducescatter(x, op=op, postscale_factor=2.0)
+            loss = tf.reduce_sum(y * float(rank + 1))
+        want = tf.constant([[2.0 * scale * (p + 1)] * 2 for p in owner])
+        got = tape.gradient(loss, x)
+        assert np.allclose(got.numpy(), want.numpy()), (op, got, want)
+    # Errors: shapes or ops that differ fail on every rank.
+    if size > 1:
+        e = expect_raises(tf.errors.InvalidArgumentError,
+                          lambda: hvd.reducescatter(tf.ones([size + rank, 2]), name="rs.bad"))
+        assert "rs.bad" in e.message and "dense shape" in e.message, e.message
+    expect_raises(ValueError, lambda: hvd.reducescatter(tf.constant(1.0)))
+    expect_raises(NotImplementedError, lambda: hvd.reducescatter(tf.ones([2]), op=hvd.Adasum))
+
+
 @check
 def broadcast():
     size, rank = hvd.size(), hvd.rank()

@@ -291,6 +291,140 @@ def allgather():
     assert torch.equal(x.grad, torch.full_like(x, float(rank)))
 
 
+# ---- alltoall ----
+
+def a2a_rows(src, dst):
+    """Rows rank src sends rank dst: uneven, some empty (its own too)."""
+    return (src + 2 * dst) % 3
+
+
+def a2a_value(src, dst, k):
+    """Row k from rank src to rank dst: a small integer naming all three (exact in bf16)."""
+    return 16 * src + 4 * dst + k
+
+
+def a2a_input(rank, size, dtype, trailing=(2,)):
+    """Rank's alltoall input, rows to rank 0 first; every element of a row is its value."""
+    rows = [torch.full((a2a_rows(rank, d),) + trailing, 0, dtype=torch.int64)
+            for d in range(size)]
+    for d, block in enumerate(rows):
+        for k in range(block.shape[0]):
+            block[k] = a2a_value(rank, d, k)
+    return torch.cat(rows).to(dtype)
+
+
+@check
+def alltoall():
+    size, rank = hvd.size(), hvd.rank()
+    splits = [a2a_rows(rank, d) for d in range(size)]
+    want_splits = [a2a_rows(s, rank) for s in range(size)]
+    want = torch.cat([torch.tensor([a2a_value(s, rank, k) for k in range(a2a_rows(s, rank))],
+                                   dtype=torch.int64) for s in range(size)])
+    for dtype in DTYPES + [torch.uint8, torch.int8, torch.int16]:
+        for as_tensor in (False, True):
+            t = a2a_input(rank, size, dtype)
+            given = torch.tensor(splits, dtype=torch.int32) if as_tensor else splits
+            out, received = hvd.alltoall(t, splits=given, name="a2a.%s.%d" % (dtype, as_tensor))
+            assert out.dtype == dtype and out.shape == (sum(want_splits), 2), (out.shape, dtype)
+            assert received.dtype == torch.int32 and received.tolist() == want_splits
+            assert torch.equal(out[:, 0].long(), want) and torch.equal(out[:, 1].long(), want)
+    # Without splits: equal pieces, and only the tensor comes back (as horovod.torch).
+    t = torch.arange(2 * size, dtype=torch.float32) + 100 * rank
+    out = hvd.alltoall(t, name="a2a.equal")
+    assert isinstance(out, torch.Tensor)
+    assert out.tolist() == [100 * s + 2 * rank + k for s in range(size) for k in range(2)]
+    # Asynchronous: synchronize gives (output, received_splits); 3-D, a zero-row piece.
+    t = a2a_input(rank, size, torch.float64, trailing=(2, 3))
+    h = hvd.alltoall_async(t, splits=splits, name="a2a.async")
+    out, received = hvd.synchronize(h)
+    assert out.shape == (sum(want_splits), 2, 3) and received.tolist() == want_splits
+    # Autograd: the gradient goes back to the rank that sent each row.
+    x = a2a_input(rank, size, torch.float32).requires_grad_()
+    y, received = hvd.alltoall(x, splits=splits)
+    (y * y.detach()).sum().backward()  # d/dy = y: each row's own values come back
+    assert torch.equal(x.grad, x.detach()), (x.grad, x)
+    x = (torch.arange(2 * size, dtype=torch.float32) + rank).requires_grad_()
+    y = hvd.alltoall(x)
+    y.backward(torch.arange(2 * size, dtype=torch.float32) * 10)
+    # Row 2r + k went to rank r as its row 2 * rank + k, whose gradient was 10 * (2 rank + k).
+    assert x.grad.tolist() == [10.0 * (2 * rank + k) for r in range(size) for k in range(2)]
+    # Errors reach every rank: a bad split on one rank, a shape that does not split equally.
+    bad = list(splits) if rank else splits[:-1] + [splits[-1] + 1]
+    e = expect_raises(RuntimeError, lambda: hvd.alltoall(a2a_input(rank, size, torch.float32),
+                                                         splits=bad, name="a2a.bad"))
+    assert "a2a.bad" in str(e) and "alltoall splits do not fit" in str(e), str(e)
+    if size > 1:
+        e = expect_raises(RuntimeError, lambda: hvd.alltoall(torch.ones(2 * size + 1),
+                                                             name="a2a.uneven"))
+        assert "do not split equally" in str(e), str(e)
+        e = expect_raises(RuntimeError, lambda: hvd.alltoall(torch.ones(size, 2 + rank % 2),
+                                                             name="a2a.trailing"))
+        assert "all dimensions but the first must match" in str(e), str(e)
+    expect_raises(ValueError, lambda: hvd.alltoall(torch.tensor(1.0)))
+    expect_raises(ValueError, lambda: hvd.alltoall(torch.ones(size), splits=torch.ones(size)))
+
+
+# ---- reducescatter ----
+
+@check
+def reducescatter():
+    size, rank = hvd.size(), hvd.rank()
+    ops = {hvd.Sum: lambda xs: sum(xs), hvd.Average: lambda xs: sum(xs) / size,
+           hvd.Min: lambda xs: torch.stack(xs).min(0).values,
+           hvd.Max: lambda xs: torch.stack(xs).max(0).values,
+           hvd.Product: lambda xs: torch.stack(xs).prod(0)}
+    for rows in (2 * size + 1, size - 1, 0):  # uneven pieces, an empty piece, nothing
+        # Horovod's split: rows // size each, one more on the first rows % size ranks.
+        mine = rows // size + (1 if rank < rows % size else 0)
+        first = rows // size * rank + min(rank, rows % size)
+        for dtype in DTYPES:
+            for op, reduce in ops.items():
+                lo, hi = (-2, 2) if op == hvd.Product else (-8, 8)
+                everyone = [small_ints([rows, 3], dtype, seed=7 + r, lo=lo, hi=hi)
+                            for r in range(size)]
+                if op == hvd.Average:  # multiples of size: the mean is exact
+                    everyone = [(e.long() * size).to(dtype) for e in everyone]
+                out = hvd.reducescatter(everyone[rank], op=op,
+                                        name="rs.%d.%s.%d" % (rows, dtype, op))
+                want = reduce([e.double() for e in everyone])[first:first + mine]
+                assert out.dtype == dtype and out.shape == (mine, 3), (out.shape, dtype, op)
+                assert torch.equal(out.double(), want.double()), (dtype, op, out, want)
+    # Asynchronous, fused (a group of them in flight at once), scaled, a small int dtype.
+    handles = [hvd.reducescatter_async(torch.full([size + i, 2], float(rank + i)), op=hvd.Sum,
+                                       name="rsf.%d" % i) for i in range(6)]
+    for i, h in enumerate(handles):
+        out = hvd.synchronize(h)
+        rows = size + i
+        mine = rows // size + (1 if rank < rows % size else 0)
+        assert torch.equal(out, torch.full([mine, 2], float(sum(r + i for r in range(size)))))
+    out = hvd.reducescatter(torch.ones(2 * size, dtype=torch.int16), op=hvd.Sum, name="rs.i16",
+                            prescale_factor=3.0, postscale_factor=0.5)
+    assert out.dtype == torch.int16 and out.tolist() == [int(1.5 * size)] * 2
+    # Autograd: the allgather of the gradient, / size for Average, times the scale factors.
+    for op, scale in ((hvd.Sum, 1.0), (hvd.Average, 1.0 / size)):
+        x = torch.ones([2 * size + 1, 2], requires_grad=True)
+        y = hvd.reducescatter(x, op=op, prescale_factor=2.0)
+        y.backward(torch.full_like(y, float(rank + 1)))
+        # Row j of x went into rank p's piece, p the owner of row j.
+        owner = [p for p in range(size) for _ in range((2 * size + 1) // size +
+                                                        (1 if p < (2 * size + 1) % size else 0))]
+        want = torch.tensor([[2.0 * scale * (p + 1)] * 2 for p in owner])
+        assert torch.allclose(x.grad, want), (op, x.grad, want)
+    x = torch.ones([size, 2], requires_grad=True)
+    y = hvd.reducescatter(x, op=hvd.Max)
+    expect_raises(NotImplementedError, lambda: y.sum().backward())
+    # Errors: shapes that differ fail on every rank; scalars and Adasum are refused here.
+    if size > 1:
+        e = expect_raises(RuntimeError, lambda: hvd.reducescatter(torch.ones([size + rank, 2]),
+                                                                  name="rs.bad"))
+        assert "rs.bad" in str(e) and "dense shape" in str(e), str(e)
+        e = expect_raises(RuntimeError, lambda: hvd.reducescatter(
+            torch.ones([size, 2]), op=hvd.Sum if rank else hvd.Max, name="rs.badop"))
+        assert "reduce op" in str(e), str(e)
+    expect_raises(ValueError, lambda: hvd.reducescatter(torch.tensor(1.0)))
+    expect_raises(NotImplementedError, lambda: hvd.reducescatter(torch.ones(2), op=hvd.Adasum))
+
+
 # ---- broadcast ----
 
 @check

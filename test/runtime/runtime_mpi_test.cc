@@ -7,6 +7,7 @@
 #include <mpi.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -77,6 +78,81 @@ TEST(MpiRuntime, StepsOfEveryOpAgainstAReference) {
   auto barrier = rt->enqueue(TensorOp::barrier());
   ASSERT_TRUE(barrier.isOk());
   EXPECT_TRUE(waitFor(barrier.value()).isOk());
+}
+
+// Alltoall (rank r sends (r + 2d) % 3 rows of [r, d, k] to rank d: uneven, some empty) and
+// reducescatter (2n + 1 rows: uneven pieces; every reduce op) over MPI_Ialltoallv and
+// MPI_Ireduce_scatter, several steps (the second on from the response cache).
+TEST(MpiRuntime, AlltoallAndReducescatterAgainstAReference) {
+  auto rt = mpiRuntime();
+  ASSERT_TRUE(rt);
+  const int n = rt->size();
+  const int r = rt->rank();
+  auto rowsFrom = [](int s, int d) { return static_cast<int64_t>((s + 2 * d) % 3); };
+  const int64_t rows = 2 * n + 1;
+  for (int step = 0; step < 4; ++step) {
+    std::vector<int64_t> splits;
+    std::vector<int32_t> sent;
+    for (int d = 0; d < n; ++d) {
+      splits.push_back(rowsFrom(r, d));
+      for (int64_t k = 0; k < rowsFrom(r, d); ++k) {
+        sent.insert(sent.end(), {r, d, static_cast<int32_t>(k + step)});
+      }
+    }
+    const int64_t sentRows = static_cast<int64_t>(sent.size() / 3);
+    DenseView a{sent.data(), DataType::kInt32, TensorShape({sentRows, 3}), Device::cpu()};
+    std::vector<TensorOp> ops;
+    ops.push_back(TensorOp::alltoall("a2a", a, splits));
+    std::vector<std::vector<double>> in, out;
+    for (ReduceOp op :
+         {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      in.emplace_back(static_cast<size_t>(rows * 2));
+      for (size_t e = 0; e < in.back().size(); ++e) {
+        in.back()[e] = op == ReduceOp::kProduct ? ((e + r) % 2 ? 2.0 : -1.0)
+                                                : static_cast<double>((r * 3 + e + step) % 7);
+      }
+      out.emplace_back(static_cast<size_t>(scatterRows(rows, n, r) * 2));
+      DenseView x{in.back().data(), DataType::kFloat64, TensorShape({rows, 2}), Device::cpu()};
+      DenseView y{out.back().data(), DataType::kFloat64, TensorShape({scatterRows(rows, n, r), 2}),
+                  Device::cpu()};
+      ops.push_back(TensorOp::reducescatter(fmt::format("rs.{}", reduceOpName(op)), x, y, op));
+    }
+    auto hs = rt->enqueueGroup(std::move(ops));
+    ASSERT_TRUE(hs.isOk()) << hs.status().toString();
+    for (const Handle& h : hs.value()) ASSERT_TRUE(waitFor(h).isOk()) << "step " << step;
+    const OpResult& got = hs.value()[0].result();
+    const auto* v = reinterpret_cast<const int32_t*>(got.gathered.data());
+    size_t at = 0;
+    for (int s = 0; s < n; ++s) {
+      ASSERT_EQ(got.receivedSplits[s], rowsFrom(s, r));
+      for (int64_t k = 0; k < rowsFrom(s, r); ++k, at += 3) {
+        ASSERT_EQ(v[at], s);
+        ASSERT_EQ(v[at + 1], r);
+        ASSERT_EQ(v[at + 2], k + step);
+      }
+    }
+    ASSERT_EQ(at, got.gathered.size() / sizeof(int32_t));
+    const int64_t first = scatterOffset(rows, n, r) * 2;
+    int which = 0;
+    for (ReduceOp op :
+         {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      for (size_t i = 0; i < out[which].size(); ++i) {
+        const size_t e = static_cast<size_t>(first) + i;
+        double want = op == ReduceOp::kProduct ? 1 : 0;
+        for (int p = 0; p < n; ++p) {
+          const double x = op == ReduceOp::kProduct ? ((e + p) % 2 ? 2.0 : -1.0)
+                                                    : static_cast<double>((p * 3 + e + step) % 7);
+          if (op == ReduceOp::kMin) want = p == 0 ? x : std::min(want, x);
+          if (op == ReduceOp::kMax) want = p == 0 ? x : std::max(want, x);
+          if (op == ReduceOp::kProduct) want *= x;
+          if (op == ReduceOp::kSum || op == ReduceOp::kAverage) want += x;
+        }
+        if (op == ReduceOp::kAverage) want /= n;
+        ASSERT_NEAR(out[which][i], want, 1e-12) << reduceOpName(op) << " element " << e;
+      }
+      ++which;
+    }
+  }
 }
 
 TEST(MpiRuntime, ShutdownByOneRankStopsAll) {

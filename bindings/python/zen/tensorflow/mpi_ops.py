@@ -32,9 +32,9 @@ if not os.path.exists(_OPS_PATH):
 _ops = tf.load_op_library(_OPS_PATH)
 
 __all__ = ["Adasum", "Average", "Max", "Min", "Product", "Sum", "allgather", "allreduce",
-           "backend", "barrier", "broadcast", "cross_rank", "cross_size", "init",
+           "alltoall", "backend", "barrier", "broadcast", "cross_rank", "cross_size", "init",
            "is_initialized", "join", "local_rank", "local_size", "mpi_enabled", "rank",
-           "shutdown", "size", "start_timeline", "stats", "stop_timeline"]
+           "reducescatter", "shutdown", "size", "start_timeline", "stats", "stop_timeline"]
 
 
 def init(comm=None, process_sets=None):
@@ -196,6 +196,78 @@ def _allgather_grad(op, grad):
     offset = tf.reduce_sum(all_rows[:rank()])
     return tf.slice(grad, tf.concat([[offset], tf.zeros([tf.rank(grad) - 1], tf.int64)], 0),
                     tf.shape(op.inputs[0], out_type=tf.int64)), None
+
+
+# ---- alltoall ----
+
+def alltoall(tensor, splits=None, name=None, ignore_name_scope=False, process_set=None):
+    """Horovod's alltoall: splits[d] rows of tensor's first dimension (in order) go to rank d;
+    without splits the first dimension is split equally (it must divide by size()). Ranks may
+    differ in the first dimension and the splits, not in the others. Returns what every rank
+    sent here, concatenated along the first dimension in rank order, and, when splits are
+    given, also the rows received from each rank (int32), as horovod.tensorflow. Bad splits
+    on any rank raise on every rank."""
+    _check_process_set(process_set)
+    wire, dtype = _to_wire(tensor)
+    if wire.shape.rank == 0:
+        raise ValueError("alltoall needs a tensor of at least one dimension")
+    splits_ = tf.constant([], tf.int32) if splits is None else \
+        tf.cast(tf.convert_to_tensor(splits), tf.int32)
+    output, received = _ops.zen_alltoall(wire, splits_, _name("alltoall", name, tensor))
+    output = _from_wire(output, dtype)
+    return output if splits is None else (output, received)
+
+
+@_tf_ops.RegisterGradient("ZenAlltoall")
+def _alltoall_grad(op, grad, grad_received_splits):
+    """The alltoall of the gradient back: every sender gets its rows' gradient, with the
+    received splits as the splits (as horovod.tensorflow)."""
+    grad_input, _ = _ops.zen_alltoall(grad, op.outputs[1], _grad_name(op, "alltoall"))
+    return grad_input, None, None
+
+
+# ---- reducescatter ----
+
+def reducescatter(tensor, device_dense="", compression=None, op=Average, name=None,
+                  process_set=None, ignore_name_scope=False, prescale_factor=1.0,
+                  postscale_factor=1.0):
+    """Horovod's reducescatter: tensor (the same shape on every rank) reduced over all ranks
+    (op: Average, the default, Sum, Min, Max or Product), of which this rank keeps its piece
+    of the first dimension: rows // size() rows, one more on the first rows % size() ranks.
+    compression (Compression.fp16) casts floating-point tensors to float16 on the wire."""
+    _check_process_set(process_set)
+    op = basics.check_op(op, None, "reducescatter")
+    tensor = tf.convert_to_tensor(tensor)
+    if tensor.shape.rank == 0:
+        raise ValueError("reducescatter needs a tensor of at least one dimension")
+    if prescale_factor != 1.0:
+        tensor = _scale(tensor, prescale_factor)
+    ctx = None
+    if compression is not None:
+        tensor, ctx = compression.compress(tensor)
+    wire, dtype = _to_wire(tensor)
+    out = _from_wire(_ops.zen_reducescatter(wire, _name("reducescatter", name, tensor),
+                                            reduce_op=basics.C_OPS[op]), dtype)
+    if compression is not None:
+        out = compression.decompress(out, ctx)
+    if postscale_factor != 1.0:
+        out = _scale(out, postscale_factor)
+    return out
+
+
+@_tf_ops.RegisterGradient("ZenReducescatter")
+def _reducescatter_grad(op, grad):
+    """The allgather of the gradient, divided by size() for Average: rank r's rows of piece p
+    reach rank p's output with weight 1 (Sum) or 1/size (Average). (horovod.tensorflow's is
+    size() times this.) Min, Max and Product have no gradient here."""
+    reduce_op = op.get_attr("reduce_op")
+    if reduce_op not in (basics.C_OPS[Sum], basics.C_OPS[Average]):
+        raise NotImplementedError("zen.tensorflow: reducescatter has a gradient for op=Sum and "
+                                  "op=Average only")
+    gathered = _ops.zen_allgather(grad, _grad_name(op, "reducescatter"))
+    if reduce_op == basics.C_OPS[Average]:
+        gathered = _scale(gathered, 1.0 / size())
+    return gathered, None
 
 
 # ---- broadcast ----

@@ -31,7 +31,7 @@ SCHEMA = "zen-timeline-summary/1"
 # Display order of the daemon's phases; others follow in order of appearance.
 PHASE_ORDER = ("NEGOTIATE", "QUEUE", "FUSE", "SPARSE_ALLREDUCE", "NONZERO", "COALESCE",
                "HASH", "PUSH", "AGGREGATE", "ENCODE", "PULL", "DECODE", "DENSIFY",
-               "ALLREDUCE", "ALLGATHER", "BROADCAST", "EXTRACT")
+               "ALLREDUCE", "ALLGATHER", "ALLTOALL", "REDUCESCATTER", "BROADCAST", "EXTRACT")
 COMM_RE = re.compile(r"PUSH|PULL|ALLREDUCE|ALLGATHER|BROADCAST|BCAST|ALLTOALL|"
                      r"REDUCE_?SCATTER|SEND|RECV", re.IGNORECASE)
 SENT_KEYS = ("bytes_sent", "sent_bytes", "bytes_out", "tx_bytes")

@@ -30,6 +30,8 @@ PHASE_COLORS = {
     "DECODE": "#17becf",
     "ALLREDUCE": "#d62728",
     "ALLGATHER": "#7f7f7f",
+    "ALLTOALL": "#aec7e8",
+    "REDUCESCATTER": "#ff9896",
     "BROADCAST": "#393b79",
 }
 _SPARE = ["#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354",

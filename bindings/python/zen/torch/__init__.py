@@ -7,7 +7,8 @@
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(opt, root_rank=0)
 
-Launch with tools/zenrun (TCP) or mpirun. Beyond Horovod: sparse_allreduce(_async) for
+Launch with tools/zenrun (TCP) or mpirun. alltoall and reducescatter are Horovod's (host
+tensors). Beyond Horovod: sparse_allreduce(_async) for
 torch sparse COO tensors (allreduce of a sparse tensor takes the same path), and stats()
 with the daemon's counters. Zen reduces dense tensors with Average, Sum, Min, Max and
 Product (sparse ones with Average and Sum; no Adasum) and has only the global process set.
@@ -19,7 +20,8 @@ from zen.torch.functions import (allgather_object, broadcast_object,
 from zen.torch.mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, ProcessSet,
                                Product, Sum, ZenInternalError, add_process_set, allgather,
                                allgather_async, allreduce, allreduce_, allreduce_async,
-                               allreduce_async_, barrier, broadcast, broadcast_,
+                               allreduce_async_, alltoall, alltoall_async, barrier,
+                               broadcast, broadcast_,
                                broadcast_async, broadcast_async_, ccl_built, cross_rank,
                                cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled,
                                global_process_set, grouped_allgather, grouped_allgather_async,
@@ -27,23 +29,25 @@ from zen.torch.mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, 
                                grouped_allreduce_async_, init, is_homogeneous, is_initialized,
                                join, local_rank, local_size, mpi_built, mpi_enabled,
                                mpi_threads_supported, nccl_built, poll, rank,
-                               remove_process_set, rocm_built, shutdown, size,
+                               reducescatter, reducescatter_async, remove_process_set,
+                               rocm_built, shutdown, size,
                                sparse_allreduce, sparse_allreduce_async, start_timeline,
                                stats, stop_timeline, synchronize)
 from zen.torch.optimizer import DistributedOptimizer
 
 __all__ = [
-    "Adasum", "Average", "Compression", "DistributedOptimizer", "HorovodInternalError", "Max",
-    "Min", "ProcessSet", "Product", "Sum", "ZenInternalError", "add_process_set", "allgather",
-    "allgather_async", "allgather_object", "allreduce", "allreduce_", "allreduce_async",
-    "allreduce_async_", "barrier", "broadcast", "broadcast_", "broadcast_async",
-    "broadcast_async_", "broadcast_object", "broadcast_optimizer_state",
-    "broadcast_parameters", "ccl_built", "cross_rank", "cross_size", "cuda_built",
-    "ddl_built", "gloo_built", "gloo_enabled", "global_process_set", "grouped_allgather",
-    "grouped_allgather_async", "grouped_allreduce", "grouped_allreduce_",
-    "grouped_allreduce_async", "grouped_allreduce_async_", "init", "is_homogeneous",
-    "is_initialized", "join", "local_rank", "local_size", "mpi_built", "mpi_enabled",
-    "mpi_threads_supported", "nccl_built", "poll", "rank", "remove_process_set", "rocm_built",
-    "shutdown", "size", "sparse_allreduce", "sparse_allreduce_async", "start_timeline",
-    "stats", "stop_timeline", "synchronize",
+    "Adasum", "Average", "Compression", "DistributedOptimizer", "HorovodInternalError",
+    "Max", "Min", "ProcessSet", "Product", "Sum", "ZenInternalError", "add_process_set",
+    "allgather", "allgather_async", "allgather_object", "allreduce", "allreduce_",
+    "allreduce_async", "allreduce_async_", "alltoall", "alltoall_async", "barrier",
+    "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object",
+    "broadcast_optimizer_state", "broadcast_parameters", "ccl_built", "cross_rank",
+    "cross_size", "cuda_built", "ddl_built", "gloo_built", "gloo_enabled",
+    "global_process_set", "grouped_allgather", "grouped_allgather_async",
+    "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
+    "grouped_allreduce_async_", "init", "is_homogeneous", "is_initialized", "join",
+    "local_rank", "local_size", "mpi_built", "mpi_enabled", "mpi_threads_supported",
+    "nccl_built", "poll", "rank", "reducescatter", "reducescatter_async",
+    "remove_process_set", "rocm_built", "shutdown", "size", "sparse_allreduce",
+    "sparse_allreduce_async", "start_timeline", "stats", "stop_timeline", "synchronize",
 ]

@@ -657,6 +657,140 @@ def grouped_allgather(tensors, name=None, process_set=global_process_set):
     return synchronize(grouped_allgather_async(tensors, name, process_set))
 
 
+# ---- alltoall ----
+
+def _splits_list(splits):
+    """Horovod's splits (a 1-D integer tensor, a list or tuple of ints, or None for an equal
+    split) as a list of ints."""
+    if splits is None:
+        return []
+    if isinstance(splits, torch.Tensor):
+        if splits.dim() != 1 or splits.dtype.is_floating_point or splits.dtype == torch.bool:
+            raise ValueError("alltoall: splits must be a 1-D integer tensor, not %s of shape %s"
+                             % (splits.dtype, tuple(splits.shape)))
+        return [int(x) for x in splits.cpu().tolist()]
+    return [int(x) for x in splits]
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Horovod's alltoall: splits[d] rows of tensor's first dimension (in order) go to rank d;
+    without splits the first dimension is split equally (it must divide by size()). Ranks may
+    differ in the first dimension and the splits, not in the others. Returns a handle;
+    synchronize returns (output, received_splits): what every rank sent here concatenated
+    along the first dimension in rank order, and the rows received from each rank (int32).
+    Bad splits on any rank raise HorovodInternalError on every rank."""
+    _check_process_set(process_set)
+    if tensor.dim() == 0:
+        raise ValueError("alltoall needs a tensor of at least one dimension")
+    src = _wire(tensor)
+    c = _C.alltoall_async(_name("alltoall", name), src, _splits_list(splits), _stream(src))
+
+    def finish():
+        output, received = _C.alltoall_result(c, src)  # released with the output
+        return (output if output.dtype == tensor.dtype else output.to(tensor.dtype)), received
+
+    return _register([c], (tensor, src), finish)
+
+
+class ZenAlltoall(torch.autograd.Function):
+    """Alltoall whose gradient is the alltoall of the gradient back: each rank returns every
+    sender its rows, with the received splits as the splits (as horovod.torch)."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.process_set = process_set
+        ctx.received = received
+        if splits is None:
+            return output
+        ctx.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(ctx, grad_output, *dead_gradients):
+        grad, _ = alltoall(grad_output.contiguous(), splits=ctx.received,
+                           process_set=ctx.process_set)
+        return grad, None, None, None
+
+
+HorovodAlltoall = ZenAlltoall
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Blocking, differentiable alltoall_async: the output, or (output, received_splits) when
+    splits are given (as horovod.torch)."""
+    return ZenAlltoall.apply(tensor, splits, name, process_set)
+
+
+# ---- reducescatter ----
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Horovod's reducescatter: tensor (the same shape on every rank) reduced over all ranks
+    (op: Average, the default, Sum, Min, Max or Product), of which this rank keeps its piece of
+    the first dimension: rows // size() rows, one more on the first rows % size() ranks.
+    Returns a handle; synchronize returns the piece."""
+    _check_process_set(process_set)
+    op = _op_code(op, None, "reducescatter")
+    if tensor.is_sparse:
+        raise ValueError("reducescatter takes dense tensors")
+    if tensor.dim() == 0:
+        raise ValueError("reducescatter needs a tensor of at least one dimension")
+    src = _wire(tensor)
+    if prescale_factor != 1.0:
+        src = _scale(src, prescale_factor)
+    rows = _C.reducescatter_rows(src.shape[0], rank(), size())
+    dst = torch.empty((rows,) + tuple(src.shape[1:]), dtype=src.dtype, device=src.device)
+    c = _C.reducescatter_async(_name("reducescatter", name), src, dst, _OPS[op], _stream(src))
+
+    def finish():
+        _release(c)
+        out = _scale(dst, postscale_factor) if postscale_factor != 1.0 else dst
+        return out if out.dtype == tensor.dtype else out.to(tensor.dtype)
+
+    return _register([c], (tensor, src, dst), finish)
+
+
+class ZenReducescatter(torch.autograd.Function):
+    """Reducescatter whose gradient is the allgather of the gradient, divided by size() for
+    Average and times the scale factors: rank r's rows of piece p reach rank p's output with
+    that weight. (horovod.tensorflow's is size() times this.) Min, Max and Product have none."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
+        ctx.op = _op_code(op, None, "reducescatter")
+        ctx.process_set = process_set
+        ctx.scale = prescale_factor * postscale_factor
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale_factor,
+                                               postscale_factor))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        if ctx.op not in (Sum, Average):
+            raise NotImplementedError("zen.torch: reducescatter has a gradient for op=Sum and "
+                                      "op=Average only")
+        grad = allgather(grad_output.contiguous(), process_set=ctx.process_set)
+        scale = ctx.scale / size() if ctx.op == Average else ctx.scale
+        if scale != 1.0:
+            grad = _scale(grad, scale)
+        return grad, None, None, None, None, None
+
+
+HorovodReducescatter = ZenReducescatter
+
+
+def reducescatter(tensor, name=None, compression=None, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Blocking, differentiable reducescatter_async (compression: Compression.fp16 casts
+    floating-point tensors to float16 on the wire)."""
+    from zen.torch.compression import Compression
+    compression = compression or Compression.none
+    compressed, ctx = compression.compress(tensor)
+    reduced = ZenReducescatter.apply(compressed, name, op, process_set, prescale_factor,
+                                     postscale_factor)
+    return compression.decompress(reduced, ctx)
+
+
 # ---- broadcast ----
 
 def _broadcast_async(tensor, output, root_rank, name):
