@@ -142,16 +142,12 @@ Status MessageTransport::ring(void* data,
                               bool allgather,
                               const char* what) {
   const auto until = deadline();
-  const DataType wire = wireDataType(dtype);
-  std::vector<float> wide;
-  auto* buffer = static_cast<uint8_t*>(data);
-  if (wire != dtype) {
-    wide = widenToFloat(data, begins.back(), dtype);
-    buffer = reinterpret_cast<uint8_t*>(wide.data());
+  WireBuffer wire(data, begins.back(), dtype);
+  ZEN_RETURN_IF_ERROR(ringSteps(wire.data(), begins, wire.dtype(), op, true, until, what));
+  if (allgather) {
+    ZEN_RETURN_IF_ERROR(ringSteps(wire.data(), begins, wire.dtype(), op, false, until, what));
   }
-  ZEN_RETURN_IF_ERROR(ringSteps(buffer, begins, wire, op, true, until, what));
-  if (allgather) ZEN_RETURN_IF_ERROR(ringSteps(buffer, begins, wire, op, false, until, what));
-  if (wire != dtype) narrowFromFloat(wide, data, dtype);
+  wire.narrow();
   return Status::ok();
 }
 

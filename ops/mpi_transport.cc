@@ -250,23 +250,18 @@ class MpiTransport final : public Transport {
 
   Status doAllreduce(void* data, size_t count, DataType dtype, ReduceOp op) override {
     if (size() == 1 || count == 0) return Status::ok();
-    const DataType wire = wireDataType(dtype);
-    std::vector<float> wide;
-    void* buffer = data;
-    if (wire != dtype) {
-      wide = widenToFloat(data, count, dtype);
-      buffer = wide.data();
-    }
+    WireBuffer buffer(data, count, dtype);
+    const DataType wire = buffer.dtype();
     const size_t width = dataTypeSize(wire);
     const size_t step = std::max<size_t>(1, maxChunkBytes_ / width);
     for (size_t begin = 0; begin < count; begin += step) {
       const int elements = static_cast<int>(std::min(step, count - begin));
       MPI_Request request;
-      ZEN_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, static_cast<uint8_t*>(buffer) + begin * width,
-                                   elements, mpiReduceType(wire, op), mpiOp(op), comm_, &request));
+      ZEN_CHECK_MPI(MPI_Iallreduce(MPI_IN_PLACE, buffer.data() + begin * width, elements,
+                                   mpiReduceType(wire, op), mpiOp(op), comm_, &request));
       ZEN_RETURN_IF_ERROR(waitOne(request, "allreduce"));
     }
-    if (wire != dtype) narrowFromFloat(wide, data, dtype);
+    buffer.narrow();
     const int n = size();
     const int left = (rank() - 1 + n) % n;
     countSent((rank() + 1) % n, ringAllreduceBytesSent(count, width, n, rank()));
@@ -283,13 +278,9 @@ class MpiTransport final : public Transport {
     if (n == 1) return Status::ok();
     std::vector<size_t> begins = {0};
     for (size_t c : counts) begins.push_back(begins.back() + c);
-    const DataType wire = wireDataType(dtype);
-    std::vector<float> wide;
-    auto* buffer = static_cast<uint8_t*>(data);
-    if (wire != dtype) {
-      wide = widenToFloat(data, begins.back(), dtype);
-      buffer = reinterpret_cast<uint8_t*>(wide.data());
-    }
+    WireBuffer wireBuffer(data, begins.back(), dtype);
+    const DataType wire = wireBuffer.dtype();
+    uint8_t* buffer = wireBuffer.data();
     const size_t width = dataTypeSize(wire);
     // Round k carries elements [k·step, (k+1)·step) of every block: one round (no staging)
     // when every block fits, which is the usual case.
@@ -326,7 +317,7 @@ class MpiTransport final : public Transport {
         std::memcpy(buffer + (begins[me] + k * step) * width, in.data(), rc[me] * width);
       }
     }
-    if (wire != dtype) narrowFromFloat(wide, data, dtype);
+    wireBuffer.narrow();
     const int left = (me - 1 + n) % n;
     countSent((me + 1) % n, ringReducescatterBytesSent(counts, width, me));
     countReceived(left, ringReducescatterBytesSent(counts, width, left));

@@ -191,19 +191,25 @@ void sumInto(void* acc, const void* in, size_t count, DataType dtype) {
   }
 }
 
-std::vector<float> widenToFloat(const void* data, size_t count, DataType dtype) {
-  std::vector<float> wide(count);
+WireBuffer::WireBuffer(void* data, size_t count, DataType dtype)
+    : original_(data),
+      dtype_(dtype),
+      wire_(wireDataType(dtype)),
+      buffer_(static_cast<uint8_t*>(data)) {
+  if (wire_ == dtype_) return;
+  wide_.resize(count);
   const auto* bits = static_cast<const uint16_t*>(data);
   for (size_t i = 0; i < count; ++i) {
-    wide[i] = dtype == DataType::kFloat16 ? toFloat(Half{bits[i]}) : toFloat(BFloat16{bits[i]});
+    wide_[i] = dtype == DataType::kFloat16 ? toFloat(Half{bits[i]}) : toFloat(BFloat16{bits[i]});
   }
-  return wide;
+  buffer_ = reinterpret_cast<uint8_t*>(wide_.data());
 }
 
-void narrowFromFloat(const std::vector<float>& wide, void* data, DataType dtype) {
-  auto* bits = static_cast<uint16_t*>(data);
-  for (size_t i = 0; i < wide.size(); ++i) {
-    bits[i] = dtype == DataType::kFloat16 ? toHalf(wide[i]).bits : toBFloat16(wide[i]).bits;
+void WireBuffer::narrow() {
+  if (wire_ == dtype_) return;
+  auto* bits = static_cast<uint16_t*>(original_);
+  for (size_t i = 0; i < wide_.size(); ++i) {
+    bits[i] = dtype_ == DataType::kFloat16 ? toHalf(wide_[i]).bits : toBFloat16(wide_[i]).bits;
   }
 }
 

@@ -31,9 +31,23 @@ void reduceInto(void* acc, const void* in, size_t count, DataType dtype, ReduceO
 // product. What a rank without the tensor (joined) contributes.
 void fillIdentity(void* data, size_t count, DataType dtype, ReduceOp op);
 
-// fp16/bf16 <-> fp32 for the widened allreduce.
-std::vector<float> widenToFloat(const void* data, size_t count, DataType dtype);
-void narrowFromFloat(const std::vector<float>& wide, void* data, DataType dtype);
+// A reduction's buffer in its wire dtype (wireDataType): 16-bit floats are widened into an
+// fp32 copy on construction and rounded back once by narrow(), so every backend reduces them
+// in fp32; the other dtypes are reduced in place (narrow() does nothing).
+class WireBuffer {
+ public:
+  WireBuffer(void* data, size_t count, DataType dtype);
+  uint8_t* data() const { return buffer_; }
+  DataType dtype() const { return wire_; }
+  void narrow();
+
+ private:
+  void* original_;
+  DataType dtype_;
+  DataType wire_;
+  std::vector<float> wide_;
+  uint8_t* buffer_;
+};
 
 // The ring allreduce's chunking: chunk i of n covers elements [begin, end) of `count`; the
 // first count % n chunks are one element longer (reducescatter's split, core/message.h).

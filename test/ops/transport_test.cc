@@ -172,31 +172,15 @@ TEST_P(TransportTest, AllgathervWithEmptyContributions) {
 template <typename T>
 void checkAllreduce(Transport& t, DataType dtype, size_t count) {
   const int n = t.size();
-  auto value = [](double v) {
-    if constexpr (std::is_same_v<T, Half>) {
-      return toHalf(static_cast<float>(v));
-    } else if constexpr (std::is_same_v<T, BFloat16>) {
-      return toBFloat16(static_cast<float>(v));
-    } else {
-      return static_cast<T>(v);
-    }
-  };
-  auto asDouble = [](T v) {
-    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-      return static_cast<double>(toFloat(v));
-    } else {
-      return static_cast<double>(v);
-    }
-  };
   std::vector<T> data(count);
   for (size_t i = 0; i < count; ++i) {
-    data[i] = value((t.rank() + 1) * (static_cast<double>(i % 13) - 6));
+    data[i] = fromDouble<T>((t.rank() + 1) * (static_cast<double>(i % 13) - 6));
   }
   t.resetCounters();
   ASSERT_TRUE(t.allreduce(data.data(), count, dtype).isOk()) << dataTypeName(dtype);
   const double ranks = n * (n + 1) / 2.0;
   for (size_t i = 0; i < count; ++i) {
-    ASSERT_EQ(asDouble(data[i]), ranks * (static_cast<double>(i % 13) - 6))
+    ASSERT_EQ(toDouble(data[i]), ranks * (static_cast<double>(i % 13) - 6))
         << dataTypeName(dtype) << " element " << i << " of " << count;
   }
   // The ring moves each of n chunks n-1 times per phase, in the wire dtype.
