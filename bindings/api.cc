@@ -117,6 +117,8 @@ Status Api::init(Config config, const Factory& factory, std::string backend) {
   }
   // start_timeline / stop_timeline work at run time unless ZEN_TIMELINE names a file.
   if (config.timeline.empty()) config.timeline = "DYNAMIC";
+  if (controllerFdUsed_) config.controllerFd.reset();
+  controllerFdUsed_ = controllerFdUsed_ || config.controllerFd.has_value();
   ZEN_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, factory(config));
   std::lock_guard<std::mutex> lock(mu_);
   placement_ = placementFor(config, rt->rank(), rt->size(), std::move(backend));

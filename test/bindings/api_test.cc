@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <future>
+#include <optional>
 #include <sstream>
 
 #include "test/bindings/bindings_test_util.h"
@@ -230,6 +231,31 @@ TEST(Api, LifecycleAndNotInitialized) {
       "tcp");
   EXPECT_EQ(bad.code(), StatusCode::kIoError);
   EXPECT_FALSE(api.initialized());
+}
+
+TEST(Api, TheInheritedControllerSocketServesTheFirstInitOnly) {
+  // zenrun hands rank 0 one listening socket per process (ZEN_CONTROLLER_FD). Once the first
+  // runtime has had it, later inits must not look at that descriptor number again.
+  Api api;
+  std::vector<std::optional<int>> seen;
+  for (int round = 0; round < 3; ++round) {
+    Config config = bindingsConfig();
+    config.controllerFd = 7;
+    auto job = bindings::InProcessJob::make(1);
+    const Status up = api.init(
+        config,
+        [&](const Config& c) {
+          seen.push_back(c.controllerFd);
+          return bindings::createInProcessRuntime(c, 0, job);
+        },
+        "in-process");
+    ASSERT_TRUE(up.isOk()) << up.toString();
+    ASSERT_TRUE(api.shutdown().isOk());
+  }
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], std::optional<int>(7));
+  EXPECT_EQ(seen[1], std::nullopt);
+  EXPECT_EQ(seen[2], std::nullopt);
 }
 
 TEST(Api, ShutdownFailsPendingOperationsOnEveryRank) {
