@@ -73,6 +73,40 @@ struct GatedPair {
   std::vector<GatedRank> ranks;
 };
 
+// Both ranks post "x"; rank 1's completes, rank 0's stays in flight behind its closed gate.
+void postXWithRank0InFlight(GatedPair& pair,
+                            std::vector<float>* x0,
+                            std::vector<float>* x1,
+                            Handle* h0) {
+  auto a = pair.rt(0).enqueue(
+      TensorOp::allreduce("x", denseView(*x0, {2}), denseView(*x0, {2}), ReduceOp::kSum));
+  auto b = pair.rt(1).enqueue(
+      TensorOp::allreduce("x", denseView(*x1, {2}), denseView(*x1, {2}), ReduceOp::kSum));
+  ASSERT_TRUE(a.isOk() && b.isOk());
+  ASSERT_TRUE(waitFor(b.value()).isOk());
+  ASSERT_TRUE(pair.executor(0).waitSubmitted(1));
+  *h0 = a.value();
+}
+
+// Rank 1 joins too; rank 0's join (join0) completes only once its gate opens and its "x" in
+// flight (h0, over x0) ends with the sum of both ranks' first "x".
+void joinRank1ThenReleaseRank0(GatedPair& pair,
+                               const Handle& join0,
+                               const Handle& h0,
+                               const std::vector<float>& x0) {
+  auto join1 = pair.rt(1).enqueue(TensorOp::join());
+  ASSERT_TRUE(join1.isOk());
+  EXPECT_TRUE(waitFor(join1.value()).isOk());
+  // Rank 0's join waits for its "x" in flight.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(join0.poll());
+  pair.executor(0).open();
+  EXPECT_TRUE(waitFor(join0).isOk());
+  EXPECT_TRUE(h0.poll());
+  EXPECT_TRUE(waitFor(h0).isOk());
+  EXPECT_EQ(x0, (std::vector<float>{11, 22}));
+}
+
 TEST(RuntimeAsync, TheLoopKeepsGoingWhileBucketsAreInFlight) {
   GatedRank g = makeGatedRank();
   Runtime& rt = *g.runtime;
@@ -260,14 +294,9 @@ TEST(RuntimeAsync, AFailureReportedLaterStopsTheRankWithItsCause) {
 TEST(RuntimeAsync, AJoinedRanksBucketInFlightIsNotTheNextOneOfTheSameName) {
   GatedPair pair;
   std::vector<float> x0 = {1, 2}, x1 = {10, 20};
-  auto h0 = pair.rt(0).enqueue(
-      TensorOp::allreduce("x", denseView(x0, {2}), denseView(x0, {2}), ReduceOp::kSum));
-  auto h1 = pair.rt(1).enqueue(
-      TensorOp::allreduce("x", denseView(x1, {2}), denseView(x1, {2}), ReduceOp::kSum));
-  ASSERT_TRUE(h0.isOk() && h1.isOk());
-  ASSERT_TRUE(waitFor(h1.value()).isOk());
-  ASSERT_TRUE(pair.executor(0).waitSubmitted(1));
-  EXPECT_FALSE(h0.value().poll());  // rank 0's "x" is in flight: its gate is closed
+  Handle h0;
+  ASSERT_NO_FATAL_FAILURE(postXWithRank0InFlight(pair, &x0, &x1, &h0));
+  EXPECT_FALSE(h0.poll());  // rank 0's "x" is in flight: its gate is closed
 
   auto join0 = pair.rt(0).enqueue(TensorOp::join());
   ASSERT_TRUE(join0.isOk()) << join0.status().toString();
@@ -278,19 +307,9 @@ TEST(RuntimeAsync, AJoinedRanksBucketInFlightIsNotTheNextOneOfTheSameName) {
   ASSERT_TRUE(waitFor(n1.value()).isOk());
   EXPECT_EQ(next1, (std::vector<float>{100, 200}));  // rank 0 joined: it adds zeros
   EXPECT_EQ(x0, (std::vector<float>{11, 22}));       // its tensor in flight is left alone
-  EXPECT_FALSE(h0.value().poll());
+  EXPECT_FALSE(h0.poll());
 
-  auto join1 = pair.rt(1).enqueue(TensorOp::join());
-  ASSERT_TRUE(join1.isOk());
-  EXPECT_TRUE(waitFor(join1.value()).isOk());
-  // Rank 0's join waits for its "x" in flight.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_FALSE(join0.value().poll());
-  pair.executor(0).open();
-  EXPECT_TRUE(waitFor(join0.value()).isOk());
-  EXPECT_TRUE(h0.value().poll());
-  EXPECT_TRUE(waitFor(h0.value()).isOk());
-  EXPECT_EQ(x0, (std::vector<float>{11, 22}));
+  ASSERT_NO_FATAL_FAILURE(joinRank1ThenReleaseRank0(pair, join0.value(), h0, x0));
   const RuntimeStats stats = pair.rt(0).stats();
   EXPECT_EQ(stats.tensors.at("x").completed, 1u);
   EXPECT_EQ(stats.tensors.at("x").failed, 0u);
@@ -311,13 +330,8 @@ TEST(RuntimeAsync, AJoinedRanksBucketInFlightIsNotTheNextOneOfTheSameName) {
 TEST(RuntimeAsync, AnErrorAboutTheNextOpOfANameLeavesTheBucketInFlightAlone) {
   GatedPair pair;
   std::vector<float> x0 = {1, 2}, x1 = {10, 20};
-  auto h0 = pair.rt(0).enqueue(
-      TensorOp::allreduce("x", denseView(x0, {2}), denseView(x0, {2}), ReduceOp::kSum));
-  auto h1 = pair.rt(1).enqueue(
-      TensorOp::allreduce("x", denseView(x1, {2}), denseView(x1, {2}), ReduceOp::kSum));
-  ASSERT_TRUE(h0.isOk() && h1.isOk());
-  ASSERT_TRUE(waitFor(h1.value()).isOk());
-  ASSERT_TRUE(pair.executor(0).waitSubmitted(1));
+  Handle h0;
+  ASSERT_NO_FATAL_FAILURE(postXWithRank0InFlight(pair, &x0, &x1, &h0));
 
   auto join0 = pair.rt(0).enqueue(TensorOp::join());
   ASSERT_TRUE(join0.isOk());
@@ -326,19 +340,9 @@ TEST(RuntimeAsync, AnErrorAboutTheNextOpOfANameLeavesTheBucketInFlightAlone) {
   ASSERT_TRUE(bad.isOk()) << bad.status().toString();
   const Status refused = waitFor(bad.value());
   EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument) << refused.toString();
-  EXPECT_FALSE(h0.value().poll()) << h0.value().wait(0).toString();
+  EXPECT_FALSE(h0.poll()) << h0.wait(0).toString();
 
-  auto join1 = pair.rt(1).enqueue(TensorOp::join());
-  ASSERT_TRUE(join1.isOk());
-  EXPECT_TRUE(waitFor(join1.value()).isOk());
-  // Rank 0's join waits for its "x" in flight.
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_FALSE(join0.value().poll());
-  pair.executor(0).open();
-  EXPECT_TRUE(waitFor(join0.value()).isOk());
-  EXPECT_TRUE(h0.value().poll());
-  EXPECT_TRUE(waitFor(h0.value()).isOk());
-  EXPECT_EQ(x0, (std::vector<float>{11, 22}));
+  ASSERT_NO_FATAL_FAILURE(joinRank1ThenReleaseRank0(pair, join0.value(), h0, x0));
   EXPECT_EQ(pair.rt(0).stats().tensors.at("x").completed, 1u);
   EXPECT_EQ(pair.rt(0).stats().tensors.at("x").failed, 0u);
 }
