@@ -15,8 +15,16 @@
 namespace zen::cuda {
 namespace {
 
-int grid(int64_t work) {
-  return gridBlocks(work, kBlockThreads, -1);
+// Launches kernel(args...) over `items` grid-stride work items (nothing for none) and checks
+// the launch; `what` names it in the error.
+template <typename... Params, typename... Args>
+Status launchItems(
+    const char* what, int64_t items, cudaStream_t stream, void (*kernel)(Params...), Args... args) {
+  if (items <= 0) return Status::ok();
+  kernel<<<gridBlocks(items, kBlockThreads, -1), kBlockThreads, 0, stream>>>(args...);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) return cudaErrorStatus(err, what, __FILE__, __LINE__);
+  return Status::ok();
 }
 
 __global__ void markKernel(blocks::Geometry g,
@@ -146,19 +154,15 @@ Status launchBlocksMark(const blocks::Geometry& g,
                         int64_t nnz,
                         int64_t* flags,
                         cudaStream_t stream) {
-  if (nnz == 0) return Status::ok();
-  markKernel<<<grid(nnz), kBlockThreads, 0, stream>>>(g, indices, nnz, flags);
-  ZEN_CHECK_LAUNCH("blocks markKernel");
-  return Status::ok();
+  return launchItems("blocks markKernel", nnz, stream, markKernel, g, indices, nnz, flags);
 }
 
 Status launchBlocksOwnerSlots(const blocks::Geometry& g,
                               const int64_t* slots,
                               int64_t* out,
                               cudaStream_t stream) {
-  ownerSlotsKernel<<<grid(g.ranks + 1), kBlockThreads, 0, stream>>>(g, slots, out);
-  ZEN_CHECK_LAUNCH("blocks ownerSlotsKernel");
-  return Status::ok();
+  return launchItems("blocks ownerSlotsKernel", g.ranks + 1, stream, ownerSlotsKernel, g, slots,
+                     out);
 }
 
 Status launchBlocksPush(const blocks::Geometry& g,
@@ -182,16 +186,11 @@ Status launchBlocksPush(const blocks::Geometry& g,
     using T = decltype(tag);
     using A = AccumulatorT<T>;
     const int64_t entryItems = nnz * g.rowSize;
-    if (entryItems > 0) {
-      pushKernel<T, A><<<grid(entryItems), kBlockThreads, 0, stream>>>(
-          g, indices, static_cast<const T*>(values), entryItems, slots, static_cast<A*>(acc), masks,
-          ids);
-      ZEN_CHECK_LAUNCH("blocks pushKernel");
-    }
-    roundKernel<T, A><<<grid(blockItems), kBlockThreads, 0, stream>>>(
-        static_cast<const A*>(acc), blockItems, static_cast<T*>(rows));
-    ZEN_CHECK_LAUNCH("blocks roundKernel");
-    return Status::ok();
+    ZEN_RETURN_IF_ERROR(launchItems("blocks pushKernel", entryItems, stream, pushKernel<T, A>, g,
+                                    indices, static_cast<const T*>(values), entryItems, slots,
+                                    static_cast<A*>(acc), masks, ids));
+    return launchItems("blocks roundKernel", blockItems, stream, roundKernel<T, A>,
+                       static_cast<const A*>(acc), blockItems, static_cast<T*>(rows));
   });
 }
 
@@ -204,10 +203,8 @@ Status launchBlocksCheck(const blocks::Geometry& g,
                          unsigned long long base,
                          unsigned long long* bad,
                          cudaStream_t stream) {
-  if (count == 0) return Status::ok();
-  checkKernel<<<grid(count), kBlockThreads, 0, stream>>>(g, ids, masks, count, lo, hi, base, bad);
-  ZEN_CHECK_LAUNCH("blocks checkKernel");
-  return Status::ok();
+  return launchItems("blocks checkKernel", count, stream, checkKernel, g, ids, masks, count, lo, hi,
+                     base, bad);
 }
 
 Status launchBlocksAdd(const blocks::Geometry& g,
@@ -225,10 +222,8 @@ Status launchBlocksAdd(const blocks::Geometry& g,
   return dispatchDataType(dtype, [&](auto tag) -> Status {
     using T = decltype(tag);
     using A = AccumulatorT<T>;
-    addKernel<T, A><<<grid(items), kBlockThreads, 0, stream>>>(
-        g, firstRow, ids, masks, static_cast<const T*>(rows), items, static_cast<A*>(acc), seen);
-    ZEN_CHECK_LAUNCH("blocks addKernel");
-    return Status::ok();
+    return launchItems("blocks addKernel", items, stream, addKernel<T, A>, g, firstRow, ids, masks,
+                       static_cast<const T*>(rows), items, static_cast<A*>(acc), seen);
   });
 }
 
@@ -239,11 +234,8 @@ Status launchBlocksOwnFlags(const blocks::Geometry& g,
                             int64_t ownBlocks,
                             int64_t* flags,
                             cudaStream_t stream) {
-  if (ownBlocks == 0) return Status::ok();
-  ownFlagsKernel<<<grid(ownBlocks), kBlockThreads, 0, stream>>>(g, first, firstRow, seen, ownBlocks,
-                                                                flags);
-  ZEN_CHECK_LAUNCH("blocks ownFlagsKernel");
-  return Status::ok();
+  return launchItems("blocks ownFlagsKernel", ownBlocks, stream, ownFlagsKernel, g, first, firstRow,
+                     seen, ownBlocks, flags);
 }
 
 Status launchBlocksPull(const blocks::Geometry& g,
@@ -267,11 +259,9 @@ Status launchBlocksPull(const blocks::Geometry& g,
   return dispatchDataType(dtype, [&](auto tag) -> Status {
     using T = decltype(tag);
     using A = AccumulatorT<T>;
-    pullKernel<T, A><<<grid(items), kBlockThreads, 0, stream>>>(
-        g, first, firstRow, flags, slots, static_cast<const A*>(acc), seen, divisor, items, ids,
-        masks, static_cast<T*>(rows));
-    ZEN_CHECK_LAUNCH("blocks pullKernel");
-    return Status::ok();
+    return launchItems("blocks pullKernel", items, stream, pullKernel<T, A>, g, first, firstRow,
+                       flags, slots, static_cast<const A*>(acc), seen, divisor, items, ids, masks,
+                       static_cast<T*>(rows));
   });
 }
 
@@ -287,10 +277,8 @@ Status launchBlocksDecodeDense(const blocks::Geometry& g,
   if (items == 0) return Status::ok();
   return dispatchDataType(dtype, [&](auto tag) -> Status {
     using T = decltype(tag);
-    decodeDenseKernel<T><<<grid(items), kBlockThreads, 0, stream>>>(
-        g, ids, masks, static_cast<const T*>(rows), items, static_cast<T*>(out));
-    ZEN_CHECK_LAUNCH("blocks decodeDenseKernel");
-    return Status::ok();
+    return launchItems("blocks decodeDenseKernel", items, stream, decodeDenseKernel<T>, g, ids,
+                       masks, static_cast<const T*>(rows), items, static_cast<T*>(out));
   });
 }
 
@@ -299,10 +287,8 @@ Status launchBlocksRowCounts(const blocks::Geometry& g,
                              int64_t count,
                              int64_t* counts,
                              cudaStream_t stream) {
-  if (count == 0) return Status::ok();
-  rowCountsKernel<<<grid(count), kBlockThreads, 0, stream>>>(g, masks, count, counts);
-  ZEN_CHECK_LAUNCH("blocks rowCountsKernel");
-  return Status::ok();
+  return launchItems("blocks rowCountsKernel", count, stream, rowCountsKernel, g, masks, count,
+                     counts);
 }
 
 Status launchBlocksDecodeSparse(const blocks::Geometry& g,
@@ -319,11 +305,9 @@ Status launchBlocksDecodeSparse(const blocks::Geometry& g,
   if (items == 0) return Status::ok();
   return dispatchDataType(dtype, [&](auto tag) -> Status {
     using T = decltype(tag);
-    decodeSparseKernel<T><<<grid(items), kBlockThreads, 0, stream>>>(
-        g, ids, masks, static_cast<const T*>(rows), offsets, items, outIndices,
-        static_cast<T*>(outValues));
-    ZEN_CHECK_LAUNCH("blocks decodeSparseKernel");
-    return Status::ok();
+    return launchItems("blocks decodeSparseKernel", items, stream, decodeSparseKernel<T>, g, ids,
+                       masks, static_cast<const T*>(rows), offsets, items, outIndices,
+                       static_cast<T*>(outValues));
   });
 }
 
