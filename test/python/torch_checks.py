@@ -551,10 +551,17 @@ def errors_reach_every_rank():
         h = hvd.allreduce_async(torch.ones(10, 2), name="kind")
     expect_raises(RuntimeError, lambda: hvd.synchronize(h))
     # A name in flight: ValueError at once, on this rank only; the first still completes.
+    # "dup.<rank>" is posted by this rank alone first, so it cannot complete before the second
+    # post (a name all ranks had posted could finish in between); then every rank posts the
+    # others' names and all complete.
     t = torch.ones(3)
-    h = hvd.allreduce_async(t, name="dup")
-    expect_raises(ValueError, lambda: hvd.allreduce_async(t, name="dup"), "already in flight")
+    h = hvd.allreduce_async(t, name="dup.%d" % rank)
+    expect_raises(ValueError, lambda: hvd.allreduce_async(t, name="dup.%d" % rank),
+                  "already in flight")
+    others = [hvd.allreduce_async(t, name="dup.%d" % p) for p in range(size) if p != rank]
     assert torch.equal(hvd.synchronize(h), t)
+    for other in others:
+        assert torch.equal(hvd.synchronize(other), t)
     # The daemon is still fine.
     assert torch.equal(hvd.allreduce(torch.ones(2), op=hvd.Sum, name="after"),
                        torch.full([2], float(size)))
