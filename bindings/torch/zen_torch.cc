@@ -142,22 +142,28 @@ int64_t allreduceAsync(const std::string& name,
   return h;
 }
 
-std::vector<int64_t> groupedAllreduceAsync(const std::vector<std::string>& names,
-                                           const std::vector<torch::Tensor>& inputs,
-                                           const std::vector<torch::Tensor>& outputs,
-                                           int32_t op,
-                                           int64_t stream) {
+// One group of dense input -> output operations of `kind` (ZEN_OP_ALLREDUCE or
+// ZEN_OP_REDUCESCATTER), posted together so the daemon negotiates and fuses them in one cycle.
+std::vector<int64_t> groupedDenseAsync(int32_t kind,
+                                       const char* what,
+                                       const std::vector<std::string>& names,
+                                       const std::vector<torch::Tensor>& inputs,
+                                       const std::vector<torch::Tensor>& outputs,
+                                       int32_t op,
+                                       int64_t stream) {
   if (names.size() != inputs.size() || inputs.size() != outputs.size() || inputs.empty()) {
-    throw std::invalid_argument("grouped allreduce: one name and output per input tensor");
+    throw std::invalid_argument(std::string(what) + ": one name and output per input tensor");
   }
+  const std::string input = std::string(what) + " input";
+  const std::string output = std::string(what) + " output";
   std::vector<std::unique_ptr<TensorArg>> args;
   std::vector<zen_op_t> ops(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    args.push_back(std::make_unique<TensorArg>(inputs[i], "grouped allreduce input", stream));
-    args.push_back(std::make_unique<TensorArg>(outputs[i], "grouped allreduce output"));
+    args.push_back(std::make_unique<TensorArg>(inputs[i], input.c_str(), stream));
+    args.push_back(std::make_unique<TensorArg>(outputs[i], output.c_str()));
     zen_op_t& o = ops[i];
     o = zen_op_t{};
-    o.kind = ZEN_OP_ALLREDUCE;
+    o.kind = kind;
     o.name = names[i].c_str();
     o.input = args[args.size() - 2]->c;
     o.output = args.back()->c;
@@ -166,6 +172,25 @@ std::vector<int64_t> groupedAllreduceAsync(const std::vector<std::string>& names
   std::vector<zen_handle_t> handles(inputs.size());
   checkEnqueue(zen_enqueue_group(ops.data(), static_cast<int32_t>(ops.size()), handles.data()));
   return std::vector<int64_t>(handles.begin(), handles.end());
+}
+
+std::vector<int64_t> groupedAllreduceAsync(const std::vector<std::string>& names,
+                                           const std::vector<torch::Tensor>& inputs,
+                                           const std::vector<torch::Tensor>& outputs,
+                                           int32_t op,
+                                           int64_t stream) {
+  return groupedDenseAsync(ZEN_OP_ALLREDUCE, "grouped allreduce", names, inputs, outputs, op,
+                           stream);
+}
+
+// outputs[i]: this rank's piece of inputs[i], as reducescatterAsync's output.
+std::vector<int64_t> groupedReducescatterAsync(const std::vector<std::string>& names,
+                                               const std::vector<torch::Tensor>& inputs,
+                                               const std::vector<torch::Tensor>& outputs,
+                                               int32_t op,
+                                               int64_t stream) {
+  return groupedDenseAsync(ZEN_OP_REDUCESCATTER, "grouped reducescatter", names, inputs, outputs,
+                           op, stream);
 }
 
 // indices: [nnz] int64 rows; values: [nnz, ...] (row_size = product of the trailing dims).
@@ -415,6 +440,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         pybind11::arg("splits"), pybind11::arg("stream") = 0);
   m.def("reducescatter_async", &reducescatterAsync, pybind11::arg("name"), pybind11::arg("input"),
         pybind11::arg("output"), pybind11::arg("op"), pybind11::arg("stream") = 0);
+  m.def("grouped_reducescatter_async", &groupedReducescatterAsync, pybind11::arg("names"),
+        pybind11::arg("inputs"), pybind11::arg("outputs"), pybind11::arg("op"),
+        pybind11::arg("stream") = 0);
   m.def("reducescatter_rows", &reducescatterRows);
   m.def("broadcast_async", &broadcastAsync, pybind11::arg("name"), pybind11::arg("tensor"),
         pybind11::arg("root"), pybind11::arg("stream") = 0);

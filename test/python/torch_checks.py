@@ -425,6 +425,58 @@ def reducescatter():
     expect_raises(NotImplementedError, lambda: hvd.reducescatter(torch.ones(2), op=hvd.Adasum))
 
 
+@check
+def grouped_reducescatter():
+    size, rank = hvd.size(), hvd.rank()
+
+    def piece(rows):  # Horovod's split of `rows` rows: [first, first + mine)
+        mine = rows // size + (1 if rank < rows % size else 0)
+        return rows // size * rank + min(rank, rows % size), mine
+
+    # Tensors of different shapes and dtypes in one group (an empty piece and nothing too).
+    shapes = [[2 * size + 1, 3], [size - 1], [0, 2], [3 * size, 2, 2]]
+    dtypes = [torch.float32, torch.int64, torch.float16, torch.float64]
+    reductions = ((hvd.Sum, lambda xs: sum(xs)),
+                  (hvd.Max, lambda xs: torch.stack(xs).max(0).values))
+    for op, reduce in reductions:
+        everyone = [[small_ints(shape, dtype, seed=31 * r + i)
+                     for i, (shape, dtype) in enumerate(zip(shapes, dtypes))] for r in range(size)]
+        outs = hvd.grouped_reducescatter(everyone[rank], op=op, name="grs.%d" % op)
+        assert len(outs) == len(shapes)
+        for i, (shape, dtype) in enumerate(zip(shapes, dtypes)):
+            first, mine = piece(shape[0])
+            want = reduce([everyone[r][i].double() for r in range(size)])[first:first + mine]
+            assert outs[i].dtype == dtype and list(outs[i].shape) == [mine] + shape[1:], \
+                (i, outs[i].shape, dtype)
+            assert torch.equal(outs[i].double(), want), (op, i, outs[i], want)
+    # Asynchronous and scaled: Average of ranks' values, pre- and postscaled.
+    handle = hvd.grouped_reducescatter_async(
+        [torch.full([size, 2], float(rank)), torch.full([2 * size], float(2 * rank))],
+        name="grs.async", prescale_factor=2.0, postscale_factor=0.5)
+    mean = sum(range(size)) / size
+    a, b = hvd.synchronize(handle)
+    assert torch.allclose(a, torch.full([1, 2], mean)), a
+    assert torch.allclose(b, torch.full([2], 2 * mean)), b
+    # Autograd: each tensor's gradient is the allgather of its piece's gradient (/ size: Average).
+    xs = [torch.ones([2 * size + 1, 2], requires_grad=True),
+          torch.ones([size], requires_grad=True)]
+    ys = hvd.grouped_reducescatter(xs, op=hvd.Average)
+    (sum((y * float(rank + 1)).sum() for y in ys)).backward()
+    for x in xs:
+        rows = x.shape[0]
+        owner = [p for p in range(size)
+                 for _ in range(rows // size + (1 if p < rows % size else 0))]
+        want = torch.tensor([float(p + 1) / size for p in owner])
+        want = want.view(rows, *([1] * (x.dim() - 1)))
+        assert torch.allclose(x.grad, want.expand_as(x)), (x.grad, want)
+    # Errors: a shape that differs on one rank fails the group on every rank; an empty list.
+    if size > 1:
+        e = expect_raises(RuntimeError, lambda: hvd.grouped_reducescatter(
+            [torch.ones([size, 2]), torch.ones([size + rank, 2])], op=hvd.Sum, name="grs.bad"))
+        assert "grs.bad" in str(e), str(e)
+    expect_raises(ValueError, lambda: hvd.grouped_reducescatter([]))
+
+
 # ---- broadcast ----
 
 @check

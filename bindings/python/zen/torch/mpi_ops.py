@@ -724,14 +724,8 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 # ---- reducescatter ----
 
-def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
-                        prescale_factor=1.0, postscale_factor=1.0):
-    """Horovod's reducescatter: tensor (the same shape on every rank) reduced over all ranks
-    (op: Average, the default, Sum, Min, Max or Product), of which this rank keeps its piece of
-    the first dimension: rows // size() rows, one more on the first rows % size() ranks.
-    Returns a handle; synchronize returns the piece."""
-    _check_process_set(process_set)
-    op = _op_code(op, None, "reducescatter")
+def _reducescatter_buffers(tensor, prescale_factor):
+    """(src, dst) of one reducescatter: the wire input (prescaled) and this rank's piece."""
     if tensor.is_sparse:
         raise ValueError("reducescatter takes dense tensors")
     if tensor.dim() == 0:
@@ -741,20 +735,72 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
         src = _scale(src, prescale_factor)
     rows = _C.reducescatter_rows(src.shape[0], rank(), size())
     dst = torch.empty((rows,) + tuple(src.shape[1:]), dtype=src.dtype, device=src.device)
+    return src, dst
+
+
+def _reducescatter_output(tensor, dst, postscale_factor):
+    out = _scale(dst, postscale_factor) if postscale_factor != 1.0 else dst
+    return out if out.dtype == tensor.dtype else out.to(tensor.dtype)
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Horovod's reducescatter: tensor (the same shape on every rank) reduced over all ranks
+    (op: Average, the default, Sum, Min, Max or Product), of which this rank keeps its piece of
+    the first dimension: rows // size() rows, one more on the first rows % size() ranks.
+    Returns a handle; synchronize returns the piece."""
+    _check_process_set(process_set)
+    op = _op_code(op, None, "reducescatter")
+    src, dst = _reducescatter_buffers(tensor, prescale_factor)
     c = _C.reducescatter_async(_name("reducescatter", name), src, dst, _OPS[op], _stream(src))
 
     def finish():
         _release(c)
-        out = _scale(dst, postscale_factor) if postscale_factor != 1.0 else dst
-        return out if out.dtype == tensor.dtype else out.to(tensor.dtype)
+        return _reducescatter_output(tensor, dst, postscale_factor)
 
     return _register([c], (tensor, src, dst), finish)
 
 
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """reducescatter_async of a list of tensors as one group: the daemon negotiates them in one
+    cycle and fuses what fits (horovod's grouped_reducescatter). synchronize returns the list
+    of this rank's pieces."""
+    _check_process_set(process_set)
+    op = _op_code(op, None, "reducescatter")
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("grouped reducescatter of an empty list")
+    base = _name("grouped_reducescatter", name)
+    buffers = [_reducescatter_buffers(t, prescale_factor) for t in tensors]
+    srcs = [src for src, _ in buffers]
+    cs = _C.grouped_reducescatter_async(["%s.%d" % (base, i) for i in range(len(tensors))],
+                                        srcs, [dst for _, dst in buffers], _OPS[op],
+                                        _stream(srcs[0]))
+
+    def finish():
+        for c in cs:
+            _release(c)
+        return [_reducescatter_output(t, dst, postscale_factor)
+                for t, (_, dst) in zip(tensors, buffers)]
+
+    return _register(list(cs), (tensors, buffers), finish)
+
+
+def _reducescatter_grad(grad_output, op, scale, process_set):
+    """The gradient of one reducescatter: the allgather of the gradient, / size() for Average,
+    times the scale factors: rank r's rows of piece p reach rank p's output with that weight.
+    (horovod.tensorflow's is size() times this.) Min, Max and Product have none."""
+    if op not in (Sum, Average):
+        raise NotImplementedError("zen.torch: reducescatter has a gradient for op=Sum and "
+                                  "op=Average only")
+    grad = allgather(grad_output.contiguous(), process_set=process_set)
+    scale = scale / size() if op == Average else scale
+    return _scale(grad, scale) if scale != 1.0 else grad
+
+
 class ZenReducescatter(torch.autograd.Function):
-    """Reducescatter whose gradient is the allgather of the gradient, divided by size() for
-    Average and times the scale factors: rank r's rows of piece p reach rank p's output with
-    that weight. (horovod.tensorflow's is size() times this.) Min, Max and Product have none."""
+    """Reducescatter whose gradient is _reducescatter_grad."""
 
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale_factor, postscale_factor):
@@ -766,13 +812,7 @@ class ZenReducescatter(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_output):
-        if ctx.op not in (Sum, Average):
-            raise NotImplementedError("zen.torch: reducescatter has a gradient for op=Sum and "
-                                      "op=Average only")
-        grad = allgather(grad_output.contiguous(), process_set=ctx.process_set)
-        scale = ctx.scale / size() if ctx.op == Average else ctx.scale
-        if scale != 1.0:
-            grad = _scale(grad, scale)
+        grad = _reducescatter_grad(grad_output, ctx.op, ctx.scale, ctx.process_set)
         return grad, None, None, None, None, None
 
 
@@ -789,6 +829,35 @@ def reducescatter(tensor, name=None, compression=None, op=Average,
     reduced = ZenReducescatter.apply(compressed, name, op, process_set, prescale_factor,
                                      postscale_factor)
     return compression.decompress(reduced, ctx)
+
+
+class ZenGroupedReducescatter(torch.autograd.Function):
+    """A group of reducescatters; each tensor's gradient is _reducescatter_grad."""
+
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale_factor, postscale_factor, *tensors):
+        ctx.op = _op_code(op, None, "reducescatter")
+        ctx.process_set = process_set
+        ctx.scale = prescale_factor * postscale_factor
+        return tuple(synchronize(grouped_reducescatter_async(
+            tensors, name, op, process_set, prescale_factor, postscale_factor)))
+
+    @staticmethod
+    def backward(ctx, *grad_output):
+        grads = [_reducescatter_grad(g, ctx.op, ctx.scale, ctx.process_set) for g in grad_output]
+        return (None, None, None, None, None) + tuple(grads)
+
+
+def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """Blocking, differentiable grouped_reducescatter_async; returns the list of pieces."""
+    from zen.torch.compression import Compression
+    compression = compression or Compression.none
+    compressed = [compression.compress(t) for t in tensors]
+    reduced = ZenGroupedReducescatter.apply(name, op, process_set, prescale_factor,
+                                            postscale_factor, *[t for t, _ in compressed])
+    return [compression.decompress(t, ctx) for t, (_, ctx) in zip(reduced, compressed)]
 
 
 # ---- broadcast ----
