@@ -4,8 +4,10 @@
 // returns; the daemon's completion (on its background thread) only hands the rest to
 // TensorFlow's CPU worker pool, where the outputs are read, the handle released and `done`
 // called. TensorFlow's inter-op threads never wait on the network.
+#include <atomic>
 #include <cstring>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -86,44 +88,71 @@ struct TensorArg {
   }
 };
 
-// One operation in flight. finish (optional) runs on TensorFlow's worker pool after success,
-// while the handle's outputs are readable; it may set an error on the context.
+// One kernel's operations in flight: one, or a group (zen_enqueue_group) of `count`. finish
+// (optional) runs on TensorFlow's worker pool once every operation has succeeded, once per
+// operation (its index in the group and handle), while the outputs are readable; it may set
+// an error on the context. The first failure fails the kernel.
 class Pending {
  public:
-  using Finish = std::function<void(OpKernelContext*, zen_handle_t)>;
+  using Finish = std::function<void(OpKernelContext*, int index, zen_handle_t)>;
 
-  Pending(OpKernelContext* context, AsyncOpKernel::DoneCallback done, Finish finish)
-      : context_(context), done_(std::move(done)), finish_(std::move(finish)) {}
+  Pending(OpKernelContext* context, AsyncOpKernel::DoneCallback done, Finish finish, int count = 1)
+      : context_(context),
+        done_(std::move(done)),
+        finish_(std::move(finish)),
+        slots_(static_cast<size_t>(count)),
+        remaining_(count) {
+    for (size_t i = 0; i < slots_.size(); ++i) slots_[i] = Slot{this, static_cast<int>(i), 0};
+  }
 
-  // Runs enqueue(completion, &handle); on a refused post ends the operation at once with the
-  // C API's message. Takes ownership of pending either way.
+  // Operation index's completion.
+  zen_completion_t completion(int index) {
+    return zen_completion_t{&Pending::completed, &slots_[static_cast<size_t>(index)]};
+  }
+
+  // Runs enqueue(pending) (which posts every operation with pending->completion(i)); a refused
+  // post (all or none) ends the kernel at once with the C API's message. Takes ownership of
+  // pending either way.
   template <typename Enqueue>
   static void start(Pending* pending, Enqueue enqueue) {
-    zen_handle_t handle = 0;
-    const int code = enqueue(zen_completion_t{&Pending::completed, pending}, &handle);
+    const int code = enqueue(pending);
     if (code != ZEN_OK) {
       pending->context_->SetStatus(lastError(code));
-      pending->end(0);
+      pending->end();
     }
   }
 
  private:
+  struct Slot {
+    Pending* self;
+    int index;
+    zen_handle_t handle;
+  };
+
   static void completed(zen_handle_t handle, int32_t code, const char* message, void* user) {
-    auto* self = static_cast<Pending*>(user);
-    absl::Status status = statusFrom(code, message);
-    self->context_->device()->tensorflow_cpu_worker_threads()->workers->Schedule(
-        [self, handle, status]() {
-          if (!status.ok()) {
-            self->context_->SetStatus(status);
-          } else if (self->finish_) {
-            self->finish_(self->context_, handle);
-          }
-          self->end(handle);
-        });
+    auto* slot = static_cast<Slot*>(user);
+    Pending* self = slot->self;
+    slot->handle = handle;
+    if (code != ZEN_OK) {
+      std::lock_guard<std::mutex> lock(self->mutex_);
+      if (self->error_.ok()) self->error_ = statusFrom(code, message);
+    }
+    if (self->remaining_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+    // The last one: the outputs are read on TensorFlow's pool, not the daemon's thread.
+    self->context_->device()->tensorflow_cpu_worker_threads()->workers->Schedule([self]() {
+      if (!self->error_.ok()) {
+        self->context_->SetStatus(self->error_);
+      } else if (self->finish_) {
+        for (const Slot& s : self->slots_) self->finish_(self->context_, s.index, s.handle);
+      }
+      self->end();
+    });
   }
 
-  void end(zen_handle_t handle) {
-    if (handle != 0) zen_release(handle);
+  void end() {
+    for (const Slot& s : slots_) {
+      if (s.handle != 0) zen_release(s.handle);
+    }
     AsyncOpKernel::DoneCallback done = std::move(done_);
     delete this;
     done();
@@ -132,6 +161,10 @@ class Pending {
   OpKernelContext* context_;
   AsyncOpKernel::DoneCallback done_;
   Finish finish_;
+  std::vector<Slot> slots_;
+  std::atomic<int> remaining_;
+  std::mutex mutex_;  // error_ while completions arrive
+  absl::Status error_;
 };
 
 }  // namespace zen_tf

@@ -67,10 +67,10 @@ class ZenKernel : public AsyncOpKernel {
       OP_REQUIRES_OK_ASYNC(context, nameInput(context, nameIndex_, &call.name), done);
     }
     OP_REQUIRES_OK_ASYNC(context, prepare(context, &call), done);
-    Pending::start(new Pending(context, std::move(done), finish_),
-                   [&](zen_completion_t completion, zen_handle_t* handle) {
-                     return enqueue(call, completion, handle);
-                   });
+    Pending::start(new Pending(context, std::move(done), finish_), [&](Pending* pending) {
+      zen_handle_t handle = 0;
+      return enqueue(call, pending->completion(0), &handle);
+    });
   }
 
  protected:
@@ -109,7 +109,7 @@ class AllreduceOp : public ReduceKernel {
   }
 };
 
-void copySparseResult(OpKernelContext* context, zen_handle_t handle) {
+void copySparseResult(OpKernelContext* context, int, zen_handle_t handle) {
   zen_sparse_result_t r{};
   int code = zen_sparse_result(handle, &r);
   OP_REQUIRES(context, code == ZEN_OK, lastError(code));
@@ -168,21 +168,22 @@ class SparseAllreduceOp : public ReduceKernel {
 };
 
 // Output `index` as a copy of the handle's gathered rows (allgather, alltoall).
-void copyGathered(OpKernelContext* context, const zen_gathered_t& g, const char* what) {
+void copyGathered(OpKernelContext* context, int index, const zen_gathered_t& g, const char* what) {
   TensorShape shape;
   for (int32_t d = 0; d < g.ndims; ++d) shape.AddDim(g.shape[d]);
   Tensor* output = nullptr;
-  OP_REQUIRES_OK(context, context->allocate_output(0, shape, &output));
+  OP_REQUIRES_OK(context, context->allocate_output(index, shape, &output));
   OP_REQUIRES(context, output->tensor_data().size() == g.bytes,
               absl::InternalError(std::string(what) + ": result size does not match its shape"));
   if (g.bytes > 0) std::memcpy(const_cast<char*>(output->tensor_data().data()), g.data, g.bytes);
 }
 
-void copyAllgatherResult(OpKernelContext* context, zen_handle_t handle) {
+// Output `index` (the group's index-th tensor) from an allgather.
+void copyAllgatherResult(OpKernelContext* context, int index, zen_handle_t handle) {
   zen_gathered_t g{};
   int code = zen_allgather_result(handle, &g);
   OP_REQUIRES(context, code == ZEN_OK, lastError(code));
-  copyGathered(context, g, "allgather");
+  copyGathered(context, index, g, "allgather");
 }
 
 class AllgatherOp : public ZenKernel {
@@ -224,11 +225,11 @@ class BroadcastOp : public ZenKernel {
   int rootRank_ = 0;
 };
 
-void copyAlltoallResult(OpKernelContext* context, zen_handle_t handle) {
+void copyAlltoallResult(OpKernelContext* context, int, zen_handle_t handle) {
   zen_alltoall_result_t r{};
   int code = zen_alltoall_result(handle, &r);
   OP_REQUIRES(context, code == ZEN_OK, lastError(code));
-  copyGathered(context, r.output, "alltoall");
+  copyGathered(context, 0, r.output, "alltoall");
   Tensor* received = nullptr;
   OP_REQUIRES_OK(context, context->allocate_output(1, TensorShape({r.num_ranks}), &received));
   auto splits = received->flat<int32_t>();
@@ -261,18 +262,23 @@ class AlltoallOp : public ZenKernel {
   }
 };
 
+// shape's first dimension cut to this rank's piece (zen_reducescatter_rows, Horovod's split).
+absl::Status keepPiece(TensorShape* shape) {
+  const int rank = zen_rank();
+  if (rank < 0) return lastError(ZEN_NOT_INITIALIZED);  // zen_rank's message
+  shape->set_dim(0, zen_reducescatter_rows(shape->dim_size(0), rank, zen_size()));
+  return absl::OkStatus();
+}
+
 class ReducescatterOp : public ReduceKernel {
  public:
   explicit ReducescatterOp(OpKernelConstruction* c) : ReduceKernel(c, 1) {}
 
  protected:
-  // This rank's piece of the first dimension (zen_reducescatter_rows, Horovod's split).
   absl::Status prepare(OpKernelContext* context, Call* call) override {
     TF_RETURN_IF_ERROR(viewInput(context, "reducescatter", 1, call));
-    const int rank = zen_rank();
-    if (rank < 0) return lastError(ZEN_NOT_INITIALIZED);  // zen_rank's message
     TensorShape shape = context->input(0).shape();
-    shape.set_dim(0, zen_reducescatter_rows(shape.dim_size(0), rank, zen_size()));
+    TF_RETURN_IF_ERROR(keepPiece(&shape));
     return allocateOutput(context, shape, call);
   }
   int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
@@ -281,7 +287,7 @@ class ReducescatterOp : public ReduceKernel {
   }
 };
 
-void copyLastJoined(OpKernelContext* context, zen_handle_t handle) {
+void copyLastJoined(OpKernelContext* context, int, zen_handle_t handle) {
   int32_t last = -1;
   int code = zen_join_result(handle, &last);
   OP_REQUIRES(context, code == ZEN_OK, lastError(code));
@@ -312,12 +318,87 @@ class BarrierOp : public ZenKernel {
   }
 };
 
+// A list of tensors through one kind of dense operation (allreduce, allgather or
+// reducescatter), posted as one group (zen_enqueue_group): the daemon negotiates the group in
+// one cycle and fuses what fits, as Horovod's grouped ops. Tensor i is named "<name>.<i>".
+class GroupOp : public AsyncOpKernel {
+ public:
+  GroupOp(OpKernelConstruction* c, int32_t kind, const char* what)
+      : AsyncOpKernel(c), kind_(kind), what_(what) {
+    if (kind != ZEN_OP_ALLGATHER) OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduceOp_));
+  }
+
+  void ComputeAsync(OpKernelContext* context, DoneCallback done) final {
+    const int count = context->num_inputs() - 1;  // the tensors, then the name
+    std::string name;
+    OP_REQUIRES_OK_ASYNC(context, nameInput(context, count, &name), done);
+    std::vector<std::string> names(static_cast<size_t>(count));
+    std::vector<TensorArg> in(names.size());
+    std::vector<TensorArg> out(names.size());
+    std::vector<zen_op_t> ops(names.size());
+    for (size_t i = 0; i < names.size(); ++i) {
+      const int index = static_cast<int>(i);
+      const Tensor& input = context->input(index);
+      names[i] = name + "." + std::to_string(i);
+      OP_REQUIRES_ASYNC(context, kind_ == ZEN_OP_ALLREDUCE || input.dims() >= 1,
+                        absl::InvalidArgumentError(std::string(what_) + " '" + names[i] +
+                                                   "': a tensor of at least one dimension"),
+                        done);
+      OP_REQUIRES_OK_ASYNC(context, in[i].init(input), done);
+      ops[i] = zen_op_t{};
+      ops[i].kind = kind_;
+      ops[i].name = names[i].c_str();
+      ops[i].input = in[i].c;
+      ops[i].reduce_op = reduceOp_;
+      if (kind_ == ZEN_OP_ALLGATHER) continue;  // rows only the collective knows: in finish
+      TensorShape shape = input.shape();
+      if (kind_ == ZEN_OP_REDUCESCATTER) OP_REQUIRES_OK_ASYNC(context, keepPiece(&shape), done);
+      Tensor* output = nullptr;
+      OP_REQUIRES_OK_ASYNC(context, context->allocate_output(index, shape, &output), done);
+      OP_REQUIRES_OK_ASYNC(context, out[i].init(*output), done);
+      ops[i].output = out[i].c;
+    }
+    Pending::Finish finish = kind_ == ZEN_OP_ALLGATHER ? copyAllgatherResult : nullptr;
+    Pending::start(new Pending(context, std::move(done), finish, count), [&](Pending* pending) {
+      for (int i = 0; i < count; ++i) ops[static_cast<size_t>(i)].done = pending->completion(i);
+      std::vector<zen_handle_t> handles(ops.size());
+      return zen_enqueue_group(ops.data(), count, handles.data());
+    });
+  }
+
+ private:
+  const int32_t kind_;
+  const char* const what_;
+  int reduceOp_ = ZEN_AVERAGE;
+};
+
+class GroupedAllreduceOp : public GroupOp {
+ public:
+  explicit GroupedAllreduceOp(OpKernelConstruction* c)
+      : GroupOp(c, ZEN_OP_ALLREDUCE, "grouped allreduce") {}
+};
+
+class GroupedAllgatherOp : public GroupOp {
+ public:
+  explicit GroupedAllgatherOp(OpKernelConstruction* c)
+      : GroupOp(c, ZEN_OP_ALLGATHER, "grouped allgather") {}
+};
+
+class GroupedReducescatterOp : public GroupOp {
+ public:
+  explicit GroupedReducescatterOp(OpKernelConstruction* c)
+      : GroupOp(c, ZEN_OP_REDUCESCATTER, "grouped reducescatter") {}
+};
+
 REGISTER_KERNEL_BUILDER(Name("ZenAllreduce").Device(DEVICE_CPU), AllreduceOp);
 REGISTER_KERNEL_BUILDER(Name("ZenSparseAllreduce").Device(DEVICE_CPU), SparseAllreduceOp);
 REGISTER_KERNEL_BUILDER(Name("ZenAllgather").Device(DEVICE_CPU), AllgatherOp);
 REGISTER_KERNEL_BUILDER(Name("ZenBroadcast").Device(DEVICE_CPU), BroadcastOp);
 REGISTER_KERNEL_BUILDER(Name("ZenAlltoall").Device(DEVICE_CPU), AlltoallOp);
 REGISTER_KERNEL_BUILDER(Name("ZenReducescatter").Device(DEVICE_CPU), ReducescatterOp);
+REGISTER_KERNEL_BUILDER(Name("ZenGroupedAllreduce").Device(DEVICE_CPU), GroupedAllreduceOp);
+REGISTER_KERNEL_BUILDER(Name("ZenGroupedAllgather").Device(DEVICE_CPU), GroupedAllgatherOp);
+REGISTER_KERNEL_BUILDER(Name("ZenGroupedReducescatter").Device(DEVICE_CPU), GroupedReducescatterOp);
 REGISTER_KERNEL_BUILDER(Name("ZenJoin").Device(DEVICE_CPU), JoinOp);
 REGISTER_KERNEL_BUILDER(Name("ZenBarrier").Device(DEVICE_CPU), BarrierOp);
 

@@ -26,6 +26,12 @@ absl::Status unknownRows(InferenceContext* c, int input, int output) {
   return absl::OkStatus();
 }
 
+// unknownRows for every tensor of a grouped op (all inputs but the trailing name).
+absl::Status unknownRowsOfEach(InferenceContext* c) {
+  for (int i = 0; i + 1 < c->num_inputs(); ++i) TF_RETURN_IF_ERROR(unknownRows(c, i, i));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 REGISTER_OP("ZenAllreduce")
@@ -103,6 +109,37 @@ REGISTER_OP("ZenReducescatter")
         "Horovod's reducescatter: tensor reduced over all ranks (reduce_op as ZenAllreduce's), "
         "of which this rank keeps its piece of the first dimension (the first rows % size "
         "ranks one row more).");
+
+// Grouped ops: a list of tensors (dtypes may differ) posted as one group, negotiated in one
+// cycle and fused where they fit; tensor i is named "<tensor_name>.<i>".
+REGISTER_OP("ZenGroupedAllreduce")
+    .Attr("T: list({float16, bfloat16, float32, float64, int32, int64}) >= 1")
+    .Attr("reduce_op: int")
+    .Input("tensors: T")
+    .Input("tensor_name: string")
+    .Output("reduced: T")
+    .SetShapeFn([](InferenceContext* c) {
+      for (int i = 0; i + 1 < c->num_inputs(); ++i) c->set_output(i, c->input(i));
+      return absl::OkStatus();
+    })
+    .Doc("ZenAllreduce of each tensor, as one group.");
+
+REGISTER_OP("ZenGroupedAllgather")
+    .Attr("T: list({float16, bfloat16, float32, float64, int32, int64}) >= 1")
+    .Input("tensors: T")
+    .Input("tensor_name: string")
+    .Output("gathered: T")
+    .SetShapeFn([](InferenceContext* c) { return unknownRowsOfEach(c); })
+    .Doc("ZenAllgather of each tensor, as one group.");
+
+REGISTER_OP("ZenGroupedReducescatter")
+    .Attr("T: list({float16, bfloat16, float32, float64, int32, int64}) >= 1")
+    .Attr("reduce_op: int")
+    .Input("tensors: T")
+    .Input("tensor_name: string")
+    .Output("reduced: T")
+    .SetShapeFn([](InferenceContext* c) { return unknownRowsOfEach(c); })
+    .Doc("ZenReducescatter of each tensor, as one group.");
 
 REGISTER_OP("ZenJoin")
     .Output("last_joined_rank: int32")

@@ -420,6 +420,84 @@ def reducescatter():
     expect_raises(NotImplementedError, lambda: hvd.reducescatter(tf.ones([2]), op=hvd.Adasum))
 
 
+# ---- grouped allreduce, allgather, reducescatter ----
+
+def piece_of(rows, rank, size):
+    """Horovod's reducescatter split of `rows` rows: rank's [first, first + mine)."""
+    return rows // size * rank + min(rank, rows % size), rows // size + (rank < rows % size)
+
+
+@check
+def grouped_ops():
+    size, rank = hvd.size(), hvd.rank()
+    # Tensors of different shapes and dtypes (a widened one, a scalar) in one group.
+    shapes = [[3, 2], [], [2 * size + 1], [0, 4]]
+    dtypes = [tf.float32, tf.int64, tf.int16, tf.float16]
+    everyone = [[small_ints(s, d, seed=17 * r + i) for i, (s, d) in enumerate(zip(shapes, dtypes))]
+                for r in range(size)]
+
+    def total(i):
+        return np.sum([everyone[r][i].numpy().astype(np.float64) for r in range(size)], 0)
+
+    out = hvd.grouped_allreduce(everyone[rank], op=hvd.Sum, name="gar")
+    for i, d in enumerate(dtypes):
+        assert out[i].dtype == d and out[i].shape == shapes[i], (i, out[i].shape)
+        assert np.array_equal(out[i].numpy().astype(np.float64), total(i)), (i, out[i])
+    # Scaled, and a tf.IndexedSlices in the list (it takes the sparse path on its own).
+    slices = tf.IndexedSlices(tf.ones([2, 3]), tf.constant([rank, rank], tf.int64),
+                              tf.constant([size, 3], tf.int64))
+    scaled, = hvd.grouped_allreduce([tf.fill([2], float(rank))], op=hvd.Average,
+                                    prescale_factor=2.0, postscale_factor=0.5, name="garx")
+    assert np.allclose(scaled.numpy(), [sum(range(size)) / size] * 2), scaled
+    dense, sparse = hvd.grouped_allreduce([tf.fill([2], float(rank)), slices], name="gary")
+    assert np.allclose(dense.numpy(), [sum(range(size)) / size] * 2), dense
+    assert isinstance(sparse, tf.IndexedSlices)
+    assert np.allclose(tf.convert_to_tensor(sparse).numpy(), np.full([size, 3], 2.0 / size))
+    expect_raises(NotImplementedError, lambda: hvd.grouped_allreduce([slices],
+                                                                     prescale_factor=2.0))
+    # Allgather: rows that differ between ranks.
+    ag = [tf.fill([rank + 1, 2], float(rank)), tf.fill([rank], tf.cast(rank, tf.int32))]
+    g1, g2 = hvd.grouped_allgather(ag, name="gag")
+    assert equal(g1, tf.concat([tf.fill([r + 1, 2], float(r)) for r in range(size)], 0)), g1
+    assert equal(g2, tf.concat([tf.fill([r], tf.cast(r, tf.int32)) for r in range(size)], 0))
+    # Reducescatter: every rank's piece.
+    rs = hvd.grouped_reducescatter(everyone[rank][2:], op=hvd.Sum, name="grs")
+    for i, piece in zip((2, 3), rs):
+        first, mine = piece_of(shapes[i][0], rank, size)
+        assert piece.dtype == dtypes[i] and piece.shape[0] == mine, (i, piece.shape)
+        assert np.array_equal(piece.numpy().astype(np.float64), total(i)[first:first + mine])
+
+    # In a tf.function, with gradients: allreduce's is the allreduce of the gradient,
+    # allgather's this rank's slice of the summed gradient, reducescatter's the allgather of
+    # the gradient / size for Average.
+    x = tf.Variable(tf.ones([2 * size + 1, 2]))
+    y = tf.Variable(tf.ones([rank + 1, 3]))
+
+    @tf.function
+    def losses():
+        with tf.GradientTape() as tape:
+            a, b = hvd.grouped_allreduce([x * 2.0, tf.reduce_sum(y, 0)], op=hvd.Sum)
+            c, = hvd.grouped_allgather([y])
+            d, = hvd.grouped_reducescatter([x], op=hvd.Average)
+            weights = tf.concat([tf.fill([r + 1, 3], float(r)) for r in range(size)], 0)
+            loss = (tf.reduce_sum(a) + tf.reduce_sum(b) + tf.reduce_sum(c * weights) +
+                    tf.reduce_sum(d) * float(rank + 1))
+        return tape.gradient(loss, [x, y])
+
+    gx, gy = losses()
+    owner = [p for p in range(size) for _ in range(piece_of(2 * size + 1, p, size)[1])]
+    want_x = np.array([[2.0 * size + (p + 1) / size] * 2 for p in owner])
+    assert np.allclose(gx.numpy(), want_x), (gx, want_x)
+    assert np.allclose(gy.numpy(), np.full([rank + 1, 3], size + rank * size)), gy
+    # Errors: a shape that differs on one rank fails the group on every rank.
+    if size > 1:
+        e = expect_raises(tf.errors.InvalidArgumentError, lambda: hvd.grouped_allreduce(
+            [tf.ones([2]), tf.ones([2 + rank])], name="gar.bad"))
+        assert "gar.bad" in e.message, e.message
+    expect_raises(ValueError, lambda: hvd.grouped_allreduce([]))
+    expect_raises(ValueError, lambda: hvd.grouped_allgather([tf.constant(1.0)]))
+
+
 @check
 def broadcast():
     size, rank = hvd.size(), hvd.rank()

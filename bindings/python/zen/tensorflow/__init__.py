@@ -21,7 +21,9 @@ from zen.tensorflow.functions import broadcast_variables
 from zen.tensorflow.gradient_tape import DistributedGradientTape
 from zen.tensorflow.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather,
                                     allreduce, alltoall, backend, barrier, broadcast,
-                                    cross_rank, cross_size, init, is_initialized, join,
+                                    cross_rank, cross_size, grouped_allgather,
+                                    grouped_allreduce, grouped_reducescatter, init,
+                                    is_initialized, join,
                                     local_rank, local_size, mpi_enabled, rank, reducescatter,
                                     shutdown, size, start_timeline, stats, stop_timeline)
 from zen.tensorflow.optimizer import DistributedOptimizer
@@ -29,7 +31,8 @@ from zen.tensorflow.optimizer import DistributedOptimizer
 __all__ = [
     "Adasum", "Average", "Compression", "DistributedGradientTape", "DistributedOptimizer",
     "Max", "Min", "Product", "Sum", "allgather", "allreduce", "alltoall", "backend",
-    "barrier", "broadcast", "broadcast_variables", "cross_rank", "cross_size", "init",
+    "barrier", "broadcast", "broadcast_variables", "cross_rank", "cross_size",
+    "grouped_allgather", "grouped_allreduce", "grouped_reducescatter", "init",
     "is_initialized", "join", "local_rank", "local_size", "mpi_enabled", "rank",
     "reducescatter", "shutdown", "size", "start_timeline", "stats", "stop_timeline",
 ]

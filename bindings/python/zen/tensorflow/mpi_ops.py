@@ -32,7 +32,8 @@ if not os.path.exists(_OPS_PATH):
 _ops = tf.load_op_library(_OPS_PATH)
 
 __all__ = ["Adasum", "Average", "Max", "Min", "Product", "Sum", "allgather", "allreduce",
-           "alltoall", "backend", "barrier", "broadcast", "cross_rank", "cross_size", "init",
+           "alltoall", "backend", "barrier", "broadcast", "cross_rank", "cross_size",
+           "grouped_allgather", "grouped_allreduce", "grouped_reducescatter", "init",
            "is_initialized", "join", "local_rank", "local_size", "mpi_enabled", "rank",
            "reducescatter", "shutdown", "size", "start_timeline", "stats", "stop_timeline"]
 
@@ -187,15 +188,24 @@ def allgather(tensor, name=None, process_set=None, ignore_name_scope=False):
     return _from_wire(_ops.zen_allgather(wire, _name("allgather", name, tensor)), dtype)
 
 
+def _rows(tensor):
+    return tf.reshape(tf.shape(tensor, out_type=tf.int64)[0], [1])
+
+
+def _own_rows(summed, tensor, all_rows):
+    """tensor's rows of summed, the allgather of every rank's tensor (all_rows: their row
+    counts in rank order)."""
+    offset = tf.reduce_sum(all_rows[:rank()])
+    return tf.slice(summed, tf.concat([[offset], tf.zeros([tf.rank(summed) - 1], tf.int64)], 0),
+                    tf.shape(tensor, out_type=tf.int64))
+
+
 @_tf_ops.RegisterGradient("ZenAllgather")
 def _allgather_grad(op, grad):
     """This rank's slice of the summed gradient (as horovod.tensorflow)."""
     grad = _ops.zen_allreduce(grad, _grad_name(op, "allgather"), reduce_op=basics.C_OPS[Sum])
-    rows = tf.reshape(tf.shape(op.inputs[0], out_type=tf.int64)[0], [1])
-    all_rows = _ops.zen_allgather(rows, _grad_name(op, "allgather.rows"))
-    offset = tf.reduce_sum(all_rows[:rank()])
-    return tf.slice(grad, tf.concat([[offset], tf.zeros([tf.rank(grad) - 1], tf.int64)], 0),
-                    tf.shape(op.inputs[0], out_type=tf.int64)), None
+    all_rows = _ops.zen_allgather(_rows(op.inputs[0]), _grad_name(op, "allgather.rows"))
+    return _own_rows(grad, op.inputs[0], all_rows), None
 
 
 # ---- alltoall ----
@@ -255,19 +265,143 @@ def reducescatter(tensor, device_dense="", compression=None, op=Average, name=No
     return out
 
 
-@_tf_ops.RegisterGradient("ZenReducescatter")
-def _reducescatter_grad(op, grad):
-    """The allgather of the gradient, divided by size() for Average: rank r's rows of piece p
-    reach rank p's output with weight 1 (Sum) or 1/size (Average). (horovod.tensorflow's is
-    size() times this.) Min, Max and Product have no gradient here."""
+def _check_reducescatter_grad(op):
+    """op's reduce_op, which must have a gradient here: Min, Max and Product have none."""
     reduce_op = op.get_attr("reduce_op")
     if reduce_op not in (basics.C_OPS[Sum], basics.C_OPS[Average]):
         raise NotImplementedError("zen.tensorflow: reducescatter has a gradient for op=Sum and "
                                   "op=Average only")
+    return reduce_op
+
+
+def _reducescatter_grad_of(gathered, reduce_op):
+    return _scale(gathered, 1.0 / size()) if reduce_op == basics.C_OPS[Average] else gathered
+
+
+@_tf_ops.RegisterGradient("ZenReducescatter")
+def _reducescatter_grad(op, grad):
+    """The allgather of the gradient, divided by size() for Average: rank r's rows of piece p
+    reach rank p's output with weight 1 (Sum) or 1/size (Average). (horovod.tensorflow's is
+    size() times this.)"""
+    reduce_op = _check_reducescatter_grad(op)
     gathered = _ops.zen_allgather(grad, _grad_name(op, "reducescatter"))
-    if reduce_op == basics.C_OPS[Average]:
-        gathered = _scale(gathered, 1.0 / size())
-    return gathered, None
+    return _reducescatter_grad_of(gathered, reduce_op), None
+
+
+# ---- grouped allreduce, allgather, reducescatter ----
+
+def _group(tensors, what):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("%s of an empty list" % what)
+    return tensors
+
+
+def _group_to_wire(tensors):
+    wires = [_to_wire(t) for t in tensors]
+    return [w for w, _ in wires], [d for _, d in wires]
+
+
+def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
+                      compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
+                      process_set=None, name=None):
+    """allreduce of each tensor of a list, posted as one group: the daemon negotiates them in
+    one cycle and fuses what fits (horovod's grouped_allreduce); returns the list.
+    tf.IndexedSlices in the list take the sparse path, each on its own."""
+    _check_process_set(process_set)
+    op = basics.check_op(op, average)
+    tensors = _group(tensors, "grouped allreduce")
+    dense = [i for i, t in enumerate(tensors) if not isinstance(t, tf.IndexedSlices)]
+    if len(dense) < len(tensors) and (prescale_factor != 1.0 or postscale_factor != 1.0):
+        raise NotImplementedError("prescale/postscale factors are not supported for "
+                                  "tf.IndexedSlices")
+    out = [None if i in dense else allreduce(t, op=op, compression=compression,
+                                             name=None if name is None else "%s.%d" % (name, i))
+           for i, t in enumerate(tensors)]
+    if not dense:
+        return out
+    group = [tf.convert_to_tensor(tensors[i]) for i in dense]
+    if prescale_factor != 1.0:
+        group = [_scale(t, prescale_factor) for t in group]
+    ctxs = [None] * len(group)
+    if compression is not None:
+        group, ctxs = zip(*[compression.compress(t) for t in group])
+    wires, dtypes = _group_to_wire(group)
+    reduced = _ops.zen_grouped_allreduce(wires, _name("grouped_allreduce", name, wires[0]),
+                                         reduce_op=basics.C_OPS[op])
+    for i, r, dtype, ctx in zip(dense, reduced, dtypes, ctxs):
+        r = _from_wire(r, dtype)
+        if compression is not None:
+            r = compression.decompress(r, ctx)
+        out[i] = _scale(r, postscale_factor) if postscale_factor != 1.0 else r
+    return out
+
+
+@_tf_ops.RegisterGradient("ZenGroupedAllreduce")
+def _grouped_allreduce_grad(op, *grads):
+    """The grouped allreduce of the gradients (same reduce op)."""
+    grads = [tf.zeros_like(o) if g is None else g for g, o in zip(grads, op.outputs)]
+    reduced = _ops.zen_grouped_allreduce(grads, _grad_name(op, "grouped_allreduce"),
+                                         reduce_op=op.get_attr("reduce_op"))
+    return list(reduced) + [None]
+
+
+def grouped_allgather(tensors, name=None, process_set=None, ignore_name_scope=False):
+    """allgather of each tensor of a list, posted as one group; returns the list."""
+    _check_process_set(process_set)
+    wires, dtypes = _group_to_wire(_group(tensors, "grouped allgather"))
+    if any(w.shape.rank == 0 for w in wires):
+        raise ValueError("allgather needs tensors of at least one dimension")
+    gathered = _ops.zen_grouped_allgather(wires, _name("grouped_allgather", name, wires[0]))
+    return [_from_wire(g, d) for g, d in zip(gathered, dtypes)]
+
+
+@_tf_ops.RegisterGradient("ZenGroupedAllgather")
+def _grouped_allgather_grad(op, *grads):
+    """Each tensor's slice of its summed gradient, as _allgather_grad."""
+    inputs = op.inputs[:-1]
+    grads = [tf.zeros_like(o) if g is None else g for g, o in zip(grads, op.outputs)]
+    summed = _ops.zen_grouped_allreduce(grads, _grad_name(op, "grouped_allgather"),
+                                        reduce_op=basics.C_OPS[Sum])
+    all_rows = _ops.zen_grouped_allgather([_rows(t) for t in inputs],
+                                          _grad_name(op, "grouped_allgather.rows"))
+    return [_own_rows(s, t, r) for s, t, r in zip(summed, inputs, all_rows)] + [None]
+
+
+def grouped_reducescatter(tensors, device_dense="", compression=None, op=Average,
+                          process_set=None, prescale_factor=1.0, postscale_factor=1.0,
+                          name=None):
+    """reducescatter of each tensor of a list, posted as one group; returns the list of this
+    rank's pieces."""
+    _check_process_set(process_set)
+    op = basics.check_op(op, None, "reducescatter")
+    group = [tf.convert_to_tensor(t) for t in _group(tensors, "grouped reducescatter")]
+    if any(t.shape.rank == 0 for t in group):
+        raise ValueError("reducescatter needs tensors of at least one dimension")
+    if prescale_factor != 1.0:
+        group = [_scale(t, prescale_factor) for t in group]
+    ctxs = [None] * len(group)
+    if compression is not None:
+        group, ctxs = zip(*[compression.compress(t) for t in group])
+    wires, dtypes = _group_to_wire(group)
+    pieces = _ops.zen_grouped_reducescatter(wires, _name("grouped_reducescatter", name, wires[0]),
+                                            reduce_op=basics.C_OPS[op])
+    out = []
+    for p, dtype, ctx in zip(pieces, dtypes, ctxs):
+        p = _from_wire(p, dtype)
+        if compression is not None:
+            p = compression.decompress(p, ctx)
+        out.append(_scale(p, postscale_factor) if postscale_factor != 1.0 else p)
+    return out
+
+
+@_tf_ops.RegisterGradient("ZenGroupedReducescatter")
+def _grouped_reducescatter_grad(op, *grads):
+    """The grouped allgather of the gradients, as _reducescatter_grad for each."""
+    reduce_op = _check_reducescatter_grad(op)
+    grads = [tf.zeros_like(o) if g is None else g for g, o in zip(grads, op.outputs)]
+    gathered = _ops.zen_grouped_allgather(grads, _grad_name(op, "grouped_reducescatter"))
+    return [_reducescatter_grad_of(g, reduce_op) for g in gathered] + [None]
 
 
 # ---- broadcast ----
