@@ -1,6 +1,7 @@
 // The CUDA executor (cuda/cuda_executor.h). Bytes on the wire per rank are the collective's:
 // NCCL's ring allreduce 2(n-1)/n of the bucket, the broadcast root's n-1 copies, the
-// allgatherv's n-1 copies of this rank's rows, the sparse scheme's
+// allgatherv's n-1 copies of this rank's rows, the alltoall's rows to each peer, the ring
+// reduce-scatter's (n-1)/n of the padded blocks, the sparse scheme's
 // (cuda/gpu_sparse_allreduce.h), all read from NcclComm::counters().
 #include "cuda/cuda_executor.h"
 
@@ -11,6 +12,7 @@
 #include <numeric>
 #include <utility>
 
+#include "cuda/alltoall_plan.h"
 #include "cuda/batched_copy.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_bucket.h"
@@ -18,6 +20,7 @@
 #include "cuda/elementwise.h"
 #include "cuda/event_pool.h"
 #include "cuda/finalizer.h"
+#include "cuda/reducescatter_plan.h"
 #include "ops/cpu_sparse_bucket.h"
 
 #ifdef ZEN_HAVE_NCCL
@@ -61,6 +64,20 @@ class DeviceGuard {
  private:
   int previous_ = -1;
 };
+
+#ifdef ZEN_HAVE_NCCL
+// The host-side plan checks of the collectives that have them (alltoall, reducescatter).
+Status checkPlan(const Response& r, const std::vector<TensorEntry*>& entries, int ranks, int rank) {
+  switch (r.type) {
+    case ResponseType::kAlltoall:
+      return planAlltoall(r, entries, ranks, rank).status();
+    case ResponseType::kReducescatter:
+      return planReducescatter(r, entries, ranks).status();
+    default:
+      return Status::ok();
+  }
+}
+#endif  // ZEN_HAVE_NCCL
 
 }  // namespace
 
@@ -110,10 +127,18 @@ struct CudaExecutor::Impl {
   Status allreduce(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
   Status broadcast(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
   Status allgather(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
+  Status alltoall(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
+  Status reducescatter(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
   Status sparse(const Response& r,
                 const std::vector<TensorEntry*>& e,
                 BucketReport* report,
                 bool* async);
+  // Enqueues the copies into a fusion buffer; the slots of tensors this rank did not post
+  // (joined) get the op's identity (the CPU executor's fillIdentity).
+  Status fuseIn(DenseFusionCopies copies, ReduceOp op, DataType dtype);
+  // Device memory of `bytes` for out's result, owned by the handle (OpResult::gatheredOnDevice;
+  // null for 0 bytes): the allgather's and the alltoall's output, sized by the plan.
+  Result<void*> deviceResult(OpResult& out, TensorShape shape, size_t bytes);
 
   ops::Transport& bootstrap;
   const CudaExecutorOptions options;
@@ -162,6 +187,35 @@ Status CudaExecutor::Impl::waitReady(const std::vector<TensorEntry*>& entries) {
   return Status::ok();
 }
 
+Status CudaExecutor::Impl::fuseIn(DenseFusionCopies copies, ReduceOp op, DataType dtype) {
+  if (op == ReduceOp::kSum || op == ReduceOp::kAverage) {
+    copies.in.insert(copies.in.end(), copies.zeros.begin(), copies.zeros.end());
+  } else {
+    for (const CopyJob& z : copies.zeros) {
+      ZEN_RETURN_IF_ERROR(
+          launchFillIdentity(z.dst, z.bytes / dataTypeSize(dtype), dtype, op, stream));
+    }
+  }
+  return batchedCopy(copies.in, stream);
+}
+
+Result<void*> CudaExecutor::Impl::deviceResult(OpResult& out, TensorShape shape, size_t bytes) {
+  out.gatheredShape = std::move(shape);
+  out.gathered.clear();
+  out.gatheredDevice = Device::cuda(device);
+  out.gatheredDeviceBytes = bytes;
+  out.gatheredOnDevice.reset();
+  if (bytes == 0) return static_cast<void*>(nullptr);
+  void* memory = nullptr;
+  ZEN_CHECK_CUDA(cudaMalloc(&memory, bytes));
+  // cudaFree waits for the device, so a release never races the work that fills it.
+  out.gatheredOnDevice = std::shared_ptr<void>(memory, [dev = device](void* m) {
+    DeviceGuard guard(dev);
+    (void)cudaFree(m);
+  });
+  return memory;
+}
+
 #ifdef ZEN_HAVE_NCCL
 
 Status CudaExecutor::Impl::allreduce(const Response& r,
@@ -179,17 +233,8 @@ Status CudaExecutor::Impl::allreduce(const Response& r,
     return Status::ok();
   }
   ZEN_RETURN_IF_ERROR(fusion.reserve(plan.totalBytes));
-  DenseFusionCopies copies = fusionCopies(plan, entries, fusion.data());
-  if (r.reduceOp == ReduceOp::kSum || r.reduceOp == ReduceOp::kAverage) {
-    copies.in.insert(copies.in.end(), copies.zeros.begin(), copies.zeros.end());
-  } else {
-    // A joined rank's slots hold the op's identity (the CPU executor's fillIdentity).
-    for (const CopyJob& z : copies.zeros) {
-      ZEN_RETURN_IF_ERROR(
-          launchFillIdentity(z.dst, z.bytes / dataTypeSize(r.dtype), r.dtype, r.reduceOp, stream));
-    }
-  }
-  ZEN_RETURN_IF_ERROR(batchedCopy(copies.in, stream));
+  const DenseFusionCopies copies = fusionCopies(plan, entries, fusion.data());
+  ZEN_RETURN_IF_ERROR(fuseIn(copies, r.reduceOp, r.dtype));
   ZEN_RETURN_IF_ERROR(comm->allreduce(fusion.data(), plan.count, r.dtype, r.reduceOp, stream));
   ZEN_RETURN_IF_ERROR(batchedCopy(copies.out, stream));
   *async = true;
@@ -235,23 +280,62 @@ Status CudaExecutor::Impl::allgather(const Response& r,
   std::vector<void*> outputs(entries.size(), nullptr);
   for (size_t i = 0; i < entries.size(); ++i) {
     if (entries[i] == nullptr) continue;
-    OpResult& out = entries[i]->handle->result();
-    out.gatheredShape = r.shapes[i];
-    out.gathered.clear();
-    out.gatheredDevice = Device::cuda(device);
-    out.gatheredDeviceBytes = plan.outputBytes[i];
-    out.gatheredOnDevice.reset();
-    if (plan.outputBytes[i] == 0) continue;
-    void* memory = nullptr;
-    ZEN_CHECK_CUDA(cudaMalloc(&memory, plan.outputBytes[i]));
-    // cudaFree waits for the device, so a release never races the copies below.
-    out.gatheredOnDevice = std::shared_ptr<void>(memory, [dev = device](void* m) {
-      DeviceGuard guard(dev);
-      (void)cudaFree(m);
-    });
-    outputs[i] = memory;
+    ZEN_ASSIGN_OR_RETURN(
+        outputs[i], deviceResult(entries[i]->handle->result(), r.shapes[i], plan.outputBytes[i]));
   }
   ZEN_RETURN_IF_ERROR(batchedCopy(gatherOutCopies(plan, r, recv, outputs), stream));
+  *async = true;
+  return Status::ok();
+}
+
+Status CudaExecutor::Impl::alltoall(const Response& r,
+                                    const std::vector<TensorEntry*>& entries,
+                                    bool* async) {
+  const int n = comm->size();
+  ZEN_ASSIGN_OR_RETURN(const AlltoallPlan plan, planAlltoall(r, entries, n, comm->rank()));
+  TensorEntry* e = entries.front();
+  // Straight from the input into the output (the handle's device memory), no staging.
+  OpResult& out = e->handle->result();
+  ZEN_ASSIGN_OR_RETURN(void* output, deviceResult(out, plan.outputShape, plan.recvOffset.back()));
+  out.receivedSplits = plan.receivedSplits;
+  const auto* input = static_cast<const std::byte*>(e->input.data);
+  std::vector<DeviceBytes> sends(static_cast<size_t>(n));
+  std::vector<DeviceMutableBytes> recvs(static_cast<size_t>(n));
+  for (size_t p = 0; p < sends.size(); ++p) {
+    const size_t sendBytes = plan.sendOffset[p + 1] - plan.sendOffset[p];
+    const size_t recvBytes = plan.recvOffset[p + 1] - plan.recvOffset[p];
+    // Empty segments as null: NcclComm passes its own valid address for them.
+    sends[p] = {sendBytes > 0 ? input + plan.sendOffset[p] : nullptr, sendBytes};
+    recvs[p] = {recvBytes > 0 ? static_cast<std::byte*>(output) + plan.recvOffset[p] : nullptr,
+                recvBytes};
+  }
+  ZEN_RETURN_IF_ERROR(comm->alltoallv(sends, recvs, stream));
+  *async = true;
+  return Status::ok();
+}
+
+Status CudaExecutor::Impl::reducescatter(const Response& r,
+                                         const std::vector<TensorEntry*>& entries,
+                                         bool* async) {
+  const int n = comm->size();
+  ZEN_ASSIGN_OR_RETURN(const ReducescatterPlan plan, planReducescatter(r, entries, n));
+  if (plan.direct) {
+    const TensorEntry* e = entries.front();
+    ZEN_RETURN_IF_ERROR(comm->reducescatter(e->input.data, e->output.data, plan.blockElements,
+                                            r.dtype, r.reduceOp, stream));
+    *async = true;
+    return Status::ok();
+  }
+  // Padded blocks (cuda/reducescatter_plan.h); this rank's block is reduced in place.
+  const size_t blockBytes = plan.blockElements * dataTypeSize(r.dtype);
+  ZEN_RETURN_IF_ERROR(fusion.reserve(std::max<size_t>(blockBytes * static_cast<size_t>(n), 1)));
+  const DenseFusionCopies copies =
+      reducescatterCopies(plan, r, entries, comm->rank(), fusion.data());
+  ZEN_RETURN_IF_ERROR(fuseIn(copies, r.reduceOp, r.dtype));
+  std::byte* mine = fusion.as<std::byte>() + static_cast<size_t>(comm->rank()) * blockBytes;
+  ZEN_RETURN_IF_ERROR(
+      comm->reducescatter(fusion.data(), mine, plan.blockElements, r.dtype, r.reduceOp, stream));
+  ZEN_RETURN_IF_ERROR(batchedCopy(copies.out, stream));
   *async = true;
   return Status::ok();
 }
@@ -427,17 +511,12 @@ void CudaExecutor::submit(const Response& response,
                       response.shapes.size() == response.tensorNames.size(),
                   "{}: {} entries and {} shapes for {} tensors", responseTypeName(response.type),
                   entries.size(), response.shapes.size(), response.tensorNames.size());
-    // Every rank gets the same plan, so every rank fails this bucket at once, before touching
-    // the device or a peer: nothing waits, nothing falls back to the host.
-    if (response.type == ResponseType::kAlltoall || response.type == ResponseType::kReducescatter) {
-      return ZEN_ERROR(StatusCode::kUnimplemented,
-                       "{} of CUDA tensors is not implemented in zen yet (the CPU executor runs "
-                       "it: pass host tensors)",
-                       responseTypeName(response.type));
-    }
 #ifndef ZEN_HAVE_NCCL
     return ZEN_ERROR(StatusCode::kUnimplemented, "zen was built without NCCL");
 #else
+    // A plan these collectives cannot run fails here, before touching the device or a peer
+    // (the plan is the same on every rank, so every rank fails it and none waits).
+    ZEN_RETURN_IF_ERROR(checkPlan(response, entries, m.bootstrap.size(), m.bootstrap.rank()));
     // The device of this rank's own tensors; a rank that posted none of them (joined) keeps
     // its device (the plan lists the first poster's there).
     int index =
@@ -464,6 +543,14 @@ void CudaExecutor::submit(const Response& response,
       case ResponseType::kAllgather:
         report.scheme = "nccl-allgatherv";
         s = m.allgather(response, entries, &async);
+        break;
+      case ResponseType::kAlltoall:
+        report.scheme = "nccl-alltoallv";
+        s = m.alltoall(response, entries, &async);
+        break;
+      case ResponseType::kReducescatter:
+        report.scheme = "nccl-reducescatter";
+        s = m.reducescatter(response, entries, &async);
         break;
       default:
         return ZEN_ERROR(StatusCode::kUnimplemented, "{} of CUDA tensors is not supported yet",

@@ -17,6 +17,11 @@
 //   NcclComm::allgatherv (first dimensions may differ per rank) and copies each tensor's
 //   result into device memory the executor allocates (cudaMalloc) and the handle owns
 //   (OpResult::gatheredOnDevice, freed with the handle).
+//   alltoall (never fused) sends its rows straight from the input with NcclComm::alltoallv
+//   into such memory (cuda/alltoall_plan.h), the received splits beside it; reducescatter
+//   stages the bucket in equal, padded rank blocks for one NcclComm::reducescatter and copies
+//   this rank's block out (cuda/reducescatter_plan.h); a joined rank contributes the op's
+//   identity, as on the CPU.
 // - The loop does not wait for the device: an event recorded after the bucket's work goes to
 //   the finalizer thread (cuda/finalizer.h), which completes the bucket (Executor::submit's
 //   done) once the event has completed, or with the device's error, or kTimeout. The events

@@ -72,6 +72,30 @@ bool isInteger(DataType dtype) {
   return dtype == DataType::kInt32 || dtype == DataType::kInt64;
 }
 
+// NCCL's op for a ReduceOp. Integer Average is a sum (the caller divides): NCCL's ncclAvg
+// would round differently from the CPU's truncating division.
+Result<ncclRedOp_t> ncclOp(ReduceOp op, DataType dtype, int rank, const char* call) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAverage:
+      return isInteger(dtype) ? ncclSum : ncclAvg;
+    case ReduceOp::kMin:
+      return ncclMin;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kProduct:
+      return ncclProd;
+  }
+  return ZEN_ERROR(StatusCode::kInvalidArgument, "{} on rank {}: unknown reduce op {}", call, rank,
+                   static_cast<int>(op));
+}
+
+// Whether the result still needs ncclOp's integer division by the rank count.
+bool dividesAfter(ReduceOp op, DataType dtype, int size) {
+  return op == ReduceOp::kAverage && isInteger(dtype) && size > 1;
+}
+
 }  // namespace
 
 struct NcclComm::Impl {
@@ -429,36 +453,38 @@ Status NcclComm::allreduce(
   ZEN_CHECK_ARG(data != nullptr || count == 0, "allreduce on rank {}: null buffer of {} elements",
                 m->rank, count);
   ZEN_ASSIGN_OR_RETURN(const ncclDataType_t type, ncclType(dtype));
+  ZEN_ASSIGN_OR_RETURN(const ncclRedOp_t red, ncclOp(op, dtype, m->rank, "allreduce"));
   ZEN_RETURN_IF_ERROR(init());
   if (count == 0) return Status::ok();
-  const bool average = op == ReduceOp::kAverage;
-  ncclRedOp_t red = ncclSum;
-  switch (op) {
-    case ReduceOp::kSum:
-      break;
-    case ReduceOp::kAverage:
-      // Integers: NCCL's ncclAvg would round differently from the CPU's truncating division.
-      red = isInteger(dtype) ? ncclSum : ncclAvg;
-      break;
-    case ReduceOp::kMin:
-      red = ncclMin;
-      break;
-    case ReduceOp::kMax:
-      red = ncclMax;
-      break;
-    case ReduceOp::kProduct:
-      red = ncclProd;
-      break;
-    default:
-      return ZEN_ERROR(StatusCode::kInvalidArgument, "allreduce on rank {}: unknown reduce op {}",
-                       m->rank, static_cast<int>(op));
-  }
   ZEN_CHECK_NCCL(m, ncclAllReduce(data, data, count, type, red, m->comm, stream));
   ZEN_RETURN_IF_ERROR(m->waitIssued("ncclAllReduce"));
-  if (average && isInteger(dtype) && m->size > 1) {
+  if (dividesAfter(op, dtype, m->size)) {
     ZEN_RETURN_IF_ERROR(launchDivideIntegers(data, count, dtype, m->size, stream));
   }
   m->add(allreduceBytes(m->size, m->rank, count * dataTypeSize(dtype)));
+  return Status::ok();
+}
+
+Status NcclComm::reducescatter(const void* send,
+                               void* recv,
+                               size_t countPerRank,
+                               DataType dtype,
+                               ReduceOp op,
+                               cudaStream_t stream) {
+  Impl* m = impl_.get();
+  ZEN_CHECK_ARG((send != nullptr && recv != nullptr) || countPerRank == 0,
+                "reducescatter on rank {}: null buffer of {} elements per rank", m->rank,
+                countPerRank);
+  ZEN_ASSIGN_OR_RETURN(const ncclDataType_t type, ncclType(dtype));
+  ZEN_ASSIGN_OR_RETURN(const ncclRedOp_t red, ncclOp(op, dtype, m->rank, "reducescatter"));
+  ZEN_RETURN_IF_ERROR(init());
+  if (countPerRank == 0) return Status::ok();
+  ZEN_CHECK_NCCL(m, ncclReduceScatter(send, recv, countPerRank, type, red, m->comm, stream));
+  ZEN_RETURN_IF_ERROR(m->waitIssued("ncclReduceScatter"));
+  if (dividesAfter(op, dtype, m->size)) {
+    ZEN_RETURN_IF_ERROR(launchDivideIntegers(recv, countPerRank, dtype, m->size, stream));
+  }
+  m->add(reducescatterBytes(m->size, m->rank, countPerRank * dataTypeSize(dtype)));
   return Status::ok();
 }
 

@@ -121,12 +121,24 @@ class NcclComm {
   // CPU transports): expect rounding differences for sum and product. Async.
   Status allreduce(void* data, size_t count, DataType dtype, ReduceOp op, cudaStream_t stream);
 
+  // ncclReduceScatter: `send` holds size() blocks of `countPerRank` elements; block p of every
+  // rank, reduced with op, lands in rank p's `recv` (countPerRank elements; in place when recv
+  // is send's block rank()). Equal blocks only: callers pad Horovod's uneven pieces
+  // (cuda/reducescatter_plan.h says why). Ops, dtypes and the integer Average as allreduce's.
+  // Async.
+  Status reducescatter(const void* send,
+                       void* recv,
+                       size_t countPerRank,
+                       DataType dtype,
+                       ReduceOp op,
+                       cudaStream_t stream);
+
   // The root's `bytes` overwrite everyone's `data` (ncclBroadcast in place); async.
   Status broadcast(void* data, size_t bytes, int root, cudaStream_t stream);
 
   // Payload bytes per peer since the last reset (ops::TransportCounters' rules: allreduce
-  // counts a ring's 2 (n - 1) / n, broadcast a flat fan-out from the root, the count
-  // exchanges are not counted).
+  // counts a ring's 2 (n - 1) / n, reducescatter a ring's (n - 1) / n of the (padded) buffer,
+  // broadcast a flat fan-out from the root, the count exchanges are not counted).
   ops::TransportCounters counters() const;
   void resetCounters();
 

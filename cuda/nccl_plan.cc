@@ -114,6 +114,15 @@ PeerBytes allreduceBytes(int size, int rank, size_t bytes) {
   return b;
 }
 
+PeerBytes reducescatterBytes(int size, int rank, size_t bytesPerRank) {
+  PeerBytes b = zeros(size);
+  if (size <= 1) return b;
+  const uint64_t moved = static_cast<uint64_t>(size - 1) * bytesPerRank;
+  b.sent[(rank + 1) % size] = moved;
+  b.received[(rank + size - 1) % size] = moved;
+  return b;
+}
+
 PeerBytes broadcastBytes(int size, int rank, size_t bytes, int root) {
   PeerBytes b = zeros(size);
   for (int p = 0; p < size; ++p) {

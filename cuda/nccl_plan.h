@@ -54,6 +54,9 @@ PeerBytes allgathervBytes(int size,
 // A ring: 2 (n - 1) / n of the buffer sent to rank + 1 and received from rank - 1 (the
 // remainder of the division spread over the first chunks, so sizes add up exactly).
 PeerBytes allreduceBytes(int size, int rank, size_t bytes);
+// A ring reduce-scatter of size() equal blocks of `bytesPerRank`: every block but the own one,
+// (n - 1) / n of the buffer, sent to rank + 1 and received from rank - 1 (half an allreduce).
+PeerBytes reducescatterBytes(int size, int rank, size_t bytesPerRank);
 // A flat fan-out: the root sends `bytes` to every peer, the others receive them from it.
 PeerBytes broadcastBytes(int size, int rank, size_t bytes, int root);
 

@@ -323,12 +323,10 @@ std::vector<torch::Tensor> sparseResult(int64_t handle) {
           overDaemonMemory(r.values, {r.nnz, r.row_size}, scalarTypeOf(r.dtype), guard)};
 }
 
-// like: a tensor of the gathered dtype (the input).
-torch::Tensor allgatherResult(int64_t handle, const torch::Tensor& like) {
-  const torch::ScalarType type = like.scalar_type();
-  zen_gathered_t g{};
-  if (zen_allgather_result(handle, &g) != ZEN_OK) throw std::runtime_error(zen_last_error());
-  auto guard = std::make_shared<HandleGuard>(handle);
+// A gathered tensor (allgather's, alltoall's output) over the daemon's memory, host or device.
+torch::Tensor overGathered(const zen_gathered_t& g,
+                           torch::ScalarType type,
+                           const std::shared_ptr<HandleGuard>& guard) {
   const torch::Device device =
       g.device_type == ZEN_DEVICE_CUDA
           ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(g.device_index))
@@ -337,7 +335,15 @@ torch::Tensor allgatherResult(int64_t handle, const torch::Tensor& like) {
                           device);
 }
 
-// (the rows every rank sent here over the daemon's memory, int32 received splits as Horovod's).
+// like: a tensor of the gathered dtype (the input).
+torch::Tensor allgatherResult(int64_t handle, const torch::Tensor& like) {
+  zen_gathered_t g{};
+  if (zen_allgather_result(handle, &g) != ZEN_OK) throw std::runtime_error(zen_last_error());
+  return overGathered(g, like.scalar_type(), std::make_shared<HandleGuard>(handle));
+}
+
+// (the rows every rank sent here over the daemon's memory, host or device, int32 received
+// splits on the host as Horovod's).
 std::vector<torch::Tensor> alltoallResult(int64_t handle, const torch::Tensor& like) {
   zen_alltoall_result_t r{};
   if (zen_alltoall_result(handle, &r) != ZEN_OK) throw std::runtime_error(zen_last_error());
@@ -347,9 +353,7 @@ std::vector<torch::Tensor> alltoallResult(int64_t handle, const torch::Tensor& l
   int32_t* received = splits.data_ptr<int32_t>();
   for (int32_t p = 0; p < r.num_ranks; ++p)
     received[p] = static_cast<int32_t>(r.received_splits[p]);
-  return {overDaemonMemory(g.data, std::vector<int64_t>(g.shape, g.shape + g.ndims),
-                           like.scalar_type(), guard),
-          splits};
+  return {overGathered(g, like.scalar_type(), guard), splits};
 }
 
 int joinResult(int64_t handle) {

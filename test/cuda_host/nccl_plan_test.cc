@@ -104,6 +104,21 @@ TEST(PeerBytes, AllreduceIsARingThatAddsUp) {
   }
 }
 
+TEST(PeerBytes, ReducescatterIsARingOfEveryBlockButTheOwn) {
+  const PeerBytes b = reducescatterBytes(4, 3, 10);
+  EXPECT_EQ(b.sent, (std::vector<uint64_t>{30, 0, 0, 0}));
+  EXPECT_EQ(b.received, (std::vector<uint64_t>{0, 0, 30, 0}));
+  const PeerBytes alone = reducescatterBytes(1, 0, 10);
+  EXPECT_EQ(alone.sent, (std::vector<uint64_t>{0}));
+  EXPECT_EQ(alone.received, (std::vector<uint64_t>{0}));
+  // Half an allreduce of the same buffer.
+  for (int n : {2, 3, 7}) {
+    const PeerBytes all = allreduceBytes(n, 1, 100 * static_cast<size_t>(n));
+    const PeerBytes half = reducescatterBytes(n, 1, 100);
+    EXPECT_EQ(2 * half.sent[2 % n], all.sent[2 % n]) << n;
+  }
+}
+
 TEST(PeerBytes, BroadcastFansOutFromTheRoot) {
   const PeerBytes root = broadcastBytes(3, 2, 10, 2);
   EXPECT_EQ(root.sent, (std::vector<uint64_t>{10, 10, 0}));

@@ -207,6 +207,95 @@ TEST(NcclCommGpu, AllreduceEveryDtypeAndOp) {
   }
 }
 
+// Every ReduceOp and dtype over equal blocks, out of place and in place (recv = the own block
+// of send); block p of every rank, reduced, lands in rank p; the byte counters count the ring.
+TEST(NcclCommGpu, ReducescatterEveryDtypeAndOp) {
+  const uint64_t salt = testSeed();
+  const size_t perRank = 10007;
+  for (int n : testRankCounts()) {
+    for (DataType dtype : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
+                           DataType::kFloat64, DataType::kInt32, DataType::kInt64}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                          ReduceOp::kProduct}) {
+        runRanks(n, [&](RankContext& c) {
+          for (bool inPlace : {false, true}) {
+            const size_t es = dataTypeSize(dtype);
+            const size_t count = perRank * static_cast<size_t>(n);
+            auto input = [&](int r, size_t i) {
+              return op == ReduceOp::kProduct ? productInput(salt, r, i)
+                                              : allreduceInput(salt, r, i);
+            };
+            std::vector<uint8_t> host(count * es);
+            dispatchDataType(dtype, [&](auto tag) {
+              using T = decltype(tag);
+              for (size_t i = 0; i < count; ++i) {
+                const T v = fromAccumulator<T, AccumulatorT<T>>(
+                    static_cast<AccumulatorT<T>>(input(c.rank, i)));
+                std::memcpy(host.data() + i * es, &v, es);
+              }
+            });
+            DeviceBuffer send, out;
+            EXPECT_OK(upload(host, &send));
+            EXPECT_OK(out.reserve(perRank * es + 1));
+            ASSERT_CUDA(cudaMemset(out.data(), kPoisonValueByte, perRank * es + 1));
+            void* recv = inPlace ? send.as<uint8_t>() + static_cast<size_t>(c.rank) * perRank * es
+                                 : out.data();
+            c.comm->resetCounters();
+            EXPECT_OK(c.comm->reducescatter(send.data(), recv, perRank, dtype, op, c.stream));
+            EXPECT_OK(c.comm->wait(c.stream, "test reducescatter"));
+            const auto got = download<uint8_t>(recv, perRank * es);
+            if (!inPlace) {
+              EXPECT_EQ(download<uint8_t>(out.as<uint8_t>() + perRank * es, 1)[0],
+                        kPoisonValueByte);
+            }
+            size_t bad = 0;
+            dispatchDataType(dtype, [&](auto tag) {
+              using T = decltype(tag);
+              using Acc = AccumulatorT<T>;
+              const bool integer = dtype == DataType::kInt32 || dtype == DataType::kInt64;
+              for (size_t k = 0; k < perRank; ++k) {
+                const size_t i = static_cast<size_t>(c.rank) * perRank + k;
+                double sum = 0, lo = 1e300, hi = -1e300, prod = 1;
+                for (int p = 0; p < n; ++p) {
+                  const double x = input(p, i);
+                  sum += x;
+                  lo = std::min(lo, x);
+                  hi = std::max(hi, x);
+                  prod *= x;
+                }
+                double want = sum;
+                if (op == ReduceOp::kAverage) {
+                  want = integer ? static_cast<double>(static_cast<int64_t>(sum) / n) : sum / n;
+                }
+                if (op == ReduceOp::kMin) want = lo;
+                if (op == ReduceOp::kMax) want = hi;
+                if (op == ReduceOp::kProduct) want = prod;
+                T v;
+                std::memcpy(&v, got.data() + k * es, es);
+                const double have = static_cast<double>(toAccumulator<Acc>(v));
+                const double tol = (op != ReduceOp::kAverage || integer) ? 0.0
+                                   : (dtype == DataType::kBFloat16) ? 0.02 * std::abs(want) + 1e-2
+                                   : (dtype == DataType::kFloat16)  ? 2e-3 * std::abs(want) + 1e-3
+                                                                    : 1e-6 * std::abs(want) + 1e-6;
+                if (std::abs(have - want) > tol && bad++ < 3) {
+                  ADD_FAILURE() << dataTypeName(dtype) << " " << reduceOpName(op) << " n=" << n
+                                << (inPlace ? " in place" : "") << " rank " << c.rank << " element "
+                                << k << ": got " << have << ", want " << want;
+                }
+              }
+            });
+            EXPECT_EQ(bad, 0u);
+            const ops::TransportCounters counters = c.comm->counters();
+            const uint64_t ring = static_cast<uint64_t>(n - 1) * perRank * es;
+            EXPECT_EQ(counters.totalSent(), ring);
+            EXPECT_EQ(counters.totalReceived(), ring);
+          }
+        });
+      }
+    }
+  }
+}
+
 TEST(NcclCommGpu, BroadcastFromEveryRoot) {
   const uint64_t salt = testSeed();
   for (int n : testRankCounts()) {

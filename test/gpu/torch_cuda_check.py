@@ -62,6 +62,32 @@ def main():
     outs = hvd.grouped_allgather([p.to(dev) for p in parts], name="gag")
     for o, p in zip(outs, parts):
         assert o.is_cuda and o.dtype == p.dtype and torch.equal(o.cpu(), p)
+
+    # Alltoall on the device (NCCL grouped send/recv) with splits, an equal split in float16
+    # and an empty one; the output stays on the device, the received splits match the host's.
+    t = ints(6, 3)
+    out, received = hvd.alltoall(t.to(dev), splits=[6], name="a2a")
+    host_out, host_received = hvd.alltoall(t, splits=[6], name="a2a.host")
+    assert out.is_cuda and torch.equal(out.cpu(), host_out)
+    assert torch.equal(received, host_received)
+    half = hvd.alltoall(t.half().to(dev), name="a2a.half")
+    assert half.is_cuda and half.dtype == torch.float16
+    assert torch.equal(half.cpu(), hvd.alltoall(t.half(), name="a2a.half.host"))
+    empty, received = hvd.alltoall(ints(0, 4).to(dev), splits=[0], name="a2a.empty")
+    assert empty.is_cuda and tuple(empty.shape) == (0, 4) and received.tolist() == [0]
+
+    # Reducescatter on the device (NCCL reduce-scatter), every op, against the host path; three
+    # posted before any is waited for (a fused bucket), float16 and an empty one included.
+    for op in (hvd.Sum, hvd.Average, hvd.Min, hvd.Max, hvd.Product):
+        parts = [ints(7, 2), ints(5), ints(0, 3), ints(9, 4).half()]
+        handles = [hvd.reducescatter_async(p.to(dev), op=op, name="rs.%d.%d" % (op, i))
+                   for i, p in enumerate(parts)]
+        for i, (p, h) in enumerate(zip(parts, handles)):
+            got = hvd.synchronize(h)
+            want = hvd.reducescatter(p, op=op, name="rs.%d.%d.host" % (op, i))
+            assert got.is_cuda and got.dtype == p.dtype, (op, i, got.device, got.dtype)
+            assert torch.equal(got.cpu(), want), (op, i)
+
     hvd.shutdown()
     print("zen.torch on CUDA tensors: all checks passed")
     return 0

@@ -598,6 +598,13 @@ def sparse_allreduce(tensor, name=None, op=Average, process_set=global_process_s
 
 # ---- allgather ----
 
+def _own(gathered):
+    """A tensor over the daemon's device memory (a CUDA allgather's or alltoall's output, freed
+    with the handle) copied into torch's allocator on the current stream; dropping the view
+    then releases the handle. Host results stay as they are."""
+    return gathered.clone() if gathered.is_cuda else gathered
+
+
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Concatenates every rank's tensor along the first dimension (sizes may differ there);
     returns a handle."""
@@ -608,11 +615,7 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     c = _C.allgather_async(_name("allgather", name), src, _stream(src))
 
     def finish():
-        gathered = _C.allgather_result(c, src)  # released with this tensor
-        if gathered.is_cuda:
-            # The daemon's device memory (freed with the handle): into torch's allocator, on
-            # the current stream; dropping the view then releases the handle.
-            gathered = gathered.clone()
+        gathered = _own(_C.allgather_result(c, src))  # released with this tensor
         return gathered if gathered.dtype == tensor.dtype else gathered.to(tensor.dtype)
 
     return _register([c], (tensor, src), finish)
@@ -687,6 +690,7 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
 
     def finish():
         output, received = _C.alltoall_result(c, src)  # released with the output
+        output = _own(output)
         return (output if output.dtype == tensor.dtype else output.to(tensor.dtype)), received
 
     return _register([c], (tensor, src), finish)
