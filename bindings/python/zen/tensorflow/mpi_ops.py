@@ -302,6 +302,26 @@ def _group_to_wire(tensors):
     return [w for w, _ in wires], [d for _, d in wires]
 
 
+def _grouped_reduce(kernel, kind, group, name, op, compression, prescale_factor,
+                    postscale_factor):
+    """kernel (a grouped reducing op) over dense tensors, with Horovod's scaling and
+    compression around it; returns the outputs in order."""
+    if prescale_factor != 1.0:
+        group = [_scale(t, prescale_factor) for t in group]
+    ctxs = [None] * len(group)
+    if compression is not None:
+        group, ctxs = zip(*[compression.compress(t) for t in group])
+    wires, dtypes = _group_to_wire(group)
+    outs = kernel(wires, _name(kind, name, wires[0]), reduce_op=basics.C_OPS[op])
+    result = []
+    for o, dtype, ctx in zip(outs, dtypes, ctxs):
+        o = _from_wire(o, dtype)
+        if compression is not None:
+            o = compression.decompress(o, ctx)
+        result.append(_scale(o, postscale_factor) if postscale_factor != 1.0 else o)
+    return result
+
+
 def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
                       compression=None, op=None, prescale_factor=1.0, postscale_factor=1.0,
                       process_set=None, name=None):
@@ -320,20 +340,11 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
            for i, t in enumerate(tensors)]
     if not dense:
         return out
-    group = [tf.convert_to_tensor(tensors[i]) for i in dense]
-    if prescale_factor != 1.0:
-        group = [_scale(t, prescale_factor) for t in group]
-    ctxs = [None] * len(group)
-    if compression is not None:
-        group, ctxs = zip(*[compression.compress(t) for t in group])
-    wires, dtypes = _group_to_wire(group)
-    reduced = _ops.zen_grouped_allreduce(wires, _name("grouped_allreduce", name, wires[0]),
-                                         reduce_op=basics.C_OPS[op])
-    for i, r, dtype, ctx in zip(dense, reduced, dtypes, ctxs):
-        r = _from_wire(r, dtype)
-        if compression is not None:
-            r = compression.decompress(r, ctx)
-        out[i] = _scale(r, postscale_factor) if postscale_factor != 1.0 else r
+    reduced = _grouped_reduce(_ops.zen_grouped_allreduce, "grouped_allreduce",
+                              [tf.convert_to_tensor(tensors[i]) for i in dense], name, op,
+                              compression, prescale_factor, postscale_factor)
+    for i, r in zip(dense, reduced):
+        out[i] = r
     return out
 
 
@@ -378,21 +389,8 @@ def grouped_reducescatter(tensors, device_dense="", compression=None, op=Average
     group = [tf.convert_to_tensor(t) for t in _group(tensors, "grouped reducescatter")]
     if any(t.shape.rank == 0 for t in group):
         raise ValueError("reducescatter needs tensors of at least one dimension")
-    if prescale_factor != 1.0:
-        group = [_scale(t, prescale_factor) for t in group]
-    ctxs = [None] * len(group)
-    if compression is not None:
-        group, ctxs = zip(*[compression.compress(t) for t in group])
-    wires, dtypes = _group_to_wire(group)
-    pieces = _ops.zen_grouped_reducescatter(wires, _name("grouped_reducescatter", name, wires[0]),
-                                            reduce_op=basics.C_OPS[op])
-    out = []
-    for p, dtype, ctx in zip(pieces, dtypes, ctxs):
-        p = _from_wire(p, dtype)
-        if compression is not None:
-            p = compression.decompress(p, ctx)
-        out.append(_scale(p, postscale_factor) if postscale_factor != 1.0 else p)
-    return out
+    return _grouped_reduce(_ops.zen_grouped_reducescatter, "grouped_reducescatter", group, name,
+                           op, compression, prescale_factor, postscale_factor)
 
 
 @_tf_ops.RegisterGradient("ZenGroupedReducescatter")
