@@ -467,6 +467,20 @@ int zen_release(zen_handle_t handle) {
 }
 
 int zen_sparse_result(zen_handle_t handle, zen_sparse_result_t* result) {
+  int32_t deviceType = ZEN_DEVICE_CPU;
+  int32_t deviceIndex = 0;
+  const int code = zen_sparse_result_placed(handle, result, &deviceType, &deviceIndex);
+  if (code != ZEN_OK || deviceType == ZEN_DEVICE_CPU) return code;
+  *result = zen_sparse_result_t{};
+  return fail(ZEN_INVALID_ARGUMENT, "the sparse result of operation " + std::to_string(handle) +
+                                        " is on cuda:" + std::to_string(deviceIndex) +
+                                        " (CUDA inputs); read it with zen_sparse_result_placed");
+}
+
+int zen_sparse_result_placed(zen_handle_t handle,
+                             zen_sparse_result_t* result,
+                             int32_t* device_type,
+                             int32_t* device_index) {
   if (result == nullptr) return fail(ZEN_INVALID_ARGUMENT, "no place for the sparse result");
   auto r = api().result(handle);
   if (!r.isOk()) {
@@ -474,13 +488,18 @@ int zen_sparse_result(zen_handle_t handle, zen_sparse_result_t* result) {
                ? zen::bindings::failUnknown(r.status())
                : fail(r.status());
   }
-  const zen::SparseTensor& s = r.value()->sparse;
-  result->indices = s.indices.data();
-  result->values = s.values.data();
-  result->nnz = s.nnz();
+  const zen::OpResult& o = *r.value();
+  const zen::SparseTensor& s = o.sparse;
+  const bool onDevice = o.sparseDevice.kind == zen::Device::Kind::kCuda;
+  result->indices =
+      onDevice ? static_cast<const int64_t*>(o.sparseIndicesOnDevice.get()) : s.indices.data();
+  result->values = onDevice ? o.sparseValuesOnDevice.get() : s.values.data();
+  result->nnz = onDevice ? o.sparseDeviceNnz : s.nnz();
   result->num_rows = s.numRows;
   result->row_size = s.rowSize;
   result->dtype = static_cast<int32_t>(s.dtype);
+  if (device_type != nullptr) *device_type = onDevice ? ZEN_DEVICE_CUDA : ZEN_DEVICE_CPU;
+  if (device_index != nullptr) *device_index = onDevice ? o.sparseDevice.index : 0;
   return ZEN_OK;
 }
 

@@ -31,9 +31,10 @@
  * cudaStream_t, say the framework's current stream; the daemon records an event there during
  * the enqueue call), else at once. When the operation completes, the outputs are written
  * (zen_wait returns after the device finished). A build without CUDA refuses them
- * (ZEN_INVALID_ARGUMENT, "built without CUDA"). The sparse result (zen_sparse_result) is in
- * host memory; the gathered tensor of CUDA inputs stays on their device (zen_gathered_t's
- * device_type and device_index; the daemon's cudaMalloc'd memory, freed by zen_release).
+ * (ZEN_INVALID_ARGUMENT, "built without CUDA"). Results of CUDA inputs stay on their device,
+ * in the daemon's cudaMalloc'd memory, freed by zen_release: the gathered tensor
+ * (zen_gathered_t's device_type and device_index) and the sparse result
+ * (zen_sparse_result_placed; zen_sparse_result, which promises host memory, refuses it).
  *
  * Threads: any thread may call any function. Completions run on the background thread (for
  * GPU tensors: the daemon's finalizer thread), after the outputs are readable, possibly
@@ -52,8 +53,10 @@
 extern "C" {
 #endif
 
-/* 3: alltoall and reducescatter (zen_op_t gained splits and num_splits). */
-#define ZEN_C_API_VERSION 3
+/* 3: alltoall and reducescatter (zen_op_t gained splits and num_splits).
+ * 4: zen_sparse_result_placed; the sparse result of CUDA inputs stays on their device
+ *    (zen_sparse_result refuses it with ZEN_INVALID_ARGUMENT). */
+#define ZEN_C_API_VERSION 4
 
 /* Codes 1..8 are the daemon's status codes (zen::StatusCode). */
 typedef enum zen_code {
@@ -282,7 +285,15 @@ typedef struct zen_sparse_result {
   int64_t row_size;
   int32_t dtype;
 } zen_sparse_result_t;
+/* Host memory only: a sparse result on a device is refused (ZEN_INVALID_ARGUMENT). */
 ZEN_C_EXPORT int zen_sparse_result(zen_handle_t handle, zen_sparse_result_t* result);
+/* The sparse result wherever it is: *device_type ZEN_DEVICE_CPU (host memory), or
+ * ZEN_DEVICE_CUDA and *device_index for CUDA inputs (indices and values are then device
+ * memory, the daemon's, freed by zen_release). device_type and device_index may be NULL. */
+ZEN_C_EXPORT int zen_sparse_result_placed(zen_handle_t handle,
+                                          zen_sparse_result_t* result,
+                                          int32_t* device_type,
+                                          int32_t* device_index);
 typedef struct zen_gathered {
   const void* data; /* every rank's rows in rank order */
   size_t bytes;

@@ -18,6 +18,15 @@ namespace zen {
 // Outputs the runtime allocates because their size is known only after the collective.
 struct OpResult {
   SparseTensor sparse;  // sparse allreduce without a dense output: coalesced rows
+  // ... of device tensors: the rows stay on sparseDevice (cuda/cuda_executor.h):
+  // sparseDeviceNnz row indices (int64, ascending) and their rows, in memory the executor
+  // allocated and these pointers own (slices of one allocation per bucket, freed with the
+  // last of them); `sparse` then carries only numRows, rowSize and dtype. Null for host
+  // tensors and for nnz 0.
+  std::shared_ptr<void> sparseIndicesOnDevice;
+  std::shared_ptr<void> sparseValuesOnDevice;
+  int64_t sparseDeviceNnz = 0;
+  Device sparseDevice;  // host (the default) unless the result is on a device
   // allgather: every rank's rows, rank order; alltoall: the rows every rank sent here.
   std::vector<std::byte> gathered;
   TensorShape gatheredShape;            // allgather and alltoall: [total rows, ...]

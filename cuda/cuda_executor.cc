@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <numeric>
 #include <utility>
 
 #include "cuda/alltoall_plan.h"
@@ -17,11 +16,12 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_bucket.h"
 #include "cuda/device_buffer.h"
+#include "cuda/device_memory.h"
 #include "cuda/elementwise.h"
 #include "cuda/event_pool.h"
 #include "cuda/finalizer.h"
 #include "cuda/reducescatter_plan.h"
-#include "ops/cpu_sparse_bucket.h"
+#include "cuda/sparse_result.h"
 
 #ifdef ZEN_HAVE_NCCL
 #include "cuda/gpu_sparse_allreduce.h"
@@ -49,21 +49,6 @@ std::string bucketWhat(const Response& r) {
   if (r.tensorNames.size() > 1) out += fmt::format(" and {} more", r.tensorNames.size() - 1);
   return out;
 }
-
-// Restores the calling thread's current device (accept runs on framework threads).
-class DeviceGuard {
- public:
-  explicit DeviceGuard(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    if (previous_ != device) (void)cudaSetDevice(device);
-  }
-  ~DeviceGuard() {
-    if (previous_ >= 0) (void)cudaSetDevice(previous_);
-  }
-
- private:
-  int previous_ = -1;
-};
 
 #ifdef ZEN_HAVE_NCCL
 // The host-side plan checks of the collectives that have them (alltoall, reducescatter).
@@ -153,8 +138,9 @@ struct CudaExecutor::Impl {
   GpuSparseAllreduceWorkspace workspace;
   GpuSparseAllreduceResult sparseResult;
 #endif
-  EventPool events;     // completion events; outlives the finalizer's callbacks
-  Finalizer finalizer;  // last: destroyed (drained) first
+  SparseResultDelivery sparseDelivery;  // sparse results, and a mixed bucket's dense outputs
+  EventPool events;                     // completion events; outlives the finalizer's callbacks
+  Finalizer finalizer;                  // last: destroyed (drained) first
 };
 
 Status CudaExecutor::Impl::ensureDevice(int index) {
@@ -204,16 +190,8 @@ Result<void*> CudaExecutor::Impl::deviceResult(OpResult& out, TensorShape shape,
   out.gathered.clear();
   out.gatheredDevice = Device::cuda(device);
   out.gatheredDeviceBytes = bytes;
-  out.gatheredOnDevice.reset();
-  if (bytes == 0) return static_cast<void*>(nullptr);
-  void* memory = nullptr;
-  ZEN_CHECK_CUDA(cudaMalloc(&memory, bytes));
-  // cudaFree waits for the device, so a release never races the work that fills it.
-  out.gatheredOnDevice = std::shared_ptr<void>(memory, [dev = device](void* m) {
-    DeviceGuard guard(dev);
-    (void)cudaFree(m);
-  });
-  return memory;
+  ZEN_RETURN_IF_ERROR(ownedDeviceMemory(device, bytes, &out.gatheredOnDevice));
+  return out.gatheredOnDevice.get();
 }
 
 #ifdef ZEN_HAVE_NCCL
@@ -345,11 +323,6 @@ Status CudaExecutor::Impl::sparse(const Response& r,
                                   BucketReport* report,
                                   bool* async) {
   const SparseOutput mode = sparseOutputOf(entries);
-  if (mode == SparseOutput::kMixed) {
-    return ZEN_ERROR(StatusCode::kUnimplemented,
-                     "a GPU sparse bucket whose tensors mix dense outputs and sparse results; "
-                     "give every CUDA sparse tensor a dense output, or none");
-  }
   GpuSparseAllreduceOptions o;
   o.comm = comm.get();
   o.op = r.reduceOp;
@@ -387,7 +360,7 @@ Status CudaExecutor::Impl::sparse(const Response& r,
     o.input.values = sparseValues.data();
     o.input.nnz = plan.nnz;
   }
-  const bool dense = mode != SparseOutput::kSparseToHost;
+  const bool dense = mode != SparseOutput::kSparse && mode != SparseOutput::kMixed;
   o.denseOutput = dense;
   if (mode == SparseOutput::kDenseInPlace) {
     o.denseOutputView = entries.front()->output;
@@ -430,34 +403,18 @@ Status CudaExecutor::Impl::sparse(const Response& r,
     *async = true;
     return Status::ok();
   }
-  if (mode != SparseOutput::kSparseToHost) return Status::ok();  // in place, or dropped
-  // The coalesced result to the host, sorted by row, split per tensor (OpResult is host).
-  const GpuSparse& s = sparseResult.sparse;
-  std::vector<int64_t> indices(static_cast<size_t>(s.nnz));
-  std::vector<std::byte> values(static_cast<size_t>(s.nnz) * rowBytes);
-  if (s.nnz > 0) {
-    ZEN_CHECK_CUDA(cudaMemcpyAsync(indices.data(), s.indices.data(), indices.size() * 8,
-                                   cudaMemcpyDeviceToHost, stream));
-    ZEN_CHECK_CUDA(cudaMemcpyAsync(values.data(), s.values.data(), values.size(),
-                                   cudaMemcpyDeviceToHost, stream));
+  if (!dense) {  // sorted and split on the device; dense outputs of a mixed bucket filled there
+    const GpuSparse& s = sparseResult.sparse;
+    SparseResultInput in;
+    in.indices = s.indices.as<int64_t>();
+    in.values = s.values.data();
+    in.nnz = s.nnz;
+    in.device = device;
+    in.stream = stream;
+    in.wait = [this](const char* what) { return comm->wait(stream, what); };
+    return sparseDelivery.deliver(r, entries, in, async);
   }
-  ZEN_RETURN_IF_ERROR(comm->wait(stream, "sparse result to the host"));
-  std::vector<size_t> order(indices.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::sort(order.begin(), order.end(),
-            [&](size_t a, size_t b) { return indices[a] < indices[b]; });
-  SparseTensor sorted;
-  sorted.numRows = r.totalRows;
-  sorted.rowSize = r.rowSize;
-  sorted.dtype = r.dtype;
-  sorted.indices.reserve(order.size());
-  sorted.values.resize(values.size());
-  for (size_t k = 0; k < order.size(); ++k) {
-    sorted.indices.push_back(indices[order[k]]);
-    std::copy_n(values.data() + order[k] * rowBytes, rowBytes, sorted.values.data() + k * rowBytes);
-  }
-  ops::SparseBucket::split(r, entries, sorted);
-  return Status::ok();
+  return Status::ok();  // in place, or dropped
 }
 
 #endif  // ZEN_HAVE_NCCL

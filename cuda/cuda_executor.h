@@ -12,7 +12,10 @@
 //   cuda/batched_copy.h), runs NcclComm::allreduce and copies out; broadcast runs in place;
 //   sparse allreduce runs the GPU schemes (cuda/gpu_sparse_allreduce.h: it synchronizes the
 //   stream itself, so the bucket's status is known when it returns; a fused bucket's dense
-//   result is copied out on the stream, a sparse result goes to the host handle, OpResult);
+//   result is copied out on the stream; a sparse result is sorted and split per tensor on the
+//   device and stays there, in memory the handles own, OpResult::sparseIndicesOnDevice, and a
+//   bucket mixing dense outputs and sparse results scatters the dense ones' rows into their
+//   outputs there: cuda/sparse_result.h);
 //   allgather packs every tensor's rows into this rank's segment of one device buffer, runs
 //   NcclComm::allgatherv (first dimensions may differ per rank) and copies each tensor's
 //   result into device memory the executor allocates (cudaMalloc) and the handle owns
@@ -27,8 +30,7 @@
 //   done) once the event has completed, or with the device's error, or kTimeout. The events
 //   come from a pool (cuda/event_pool.h): a fired one is reused, a timed-out or failed one
 //   destroyed.
-// - Not yet on the GPU: buckets mixing dense and sparse outputs. Without NCCL
-//   (ZEN_HAVE_NCCL undefined) every device tensor is refused.
+// - Without NCCL (ZEN_HAVE_NCCL undefined) every device tensor is refused.
 // CUDA and NCCL types stay in cuda_executor.cc.
 #include <memory>
 

@@ -65,7 +65,7 @@ SparseOutput sparseOutputOf(const std::vector<TensorEntry*>& entries) {
     if (e->output.data != nullptr) ++dense;
   }
   if (present == 0) return SparseOutput::kNone;
-  if (dense == 0) return SparseOutput::kSparseToHost;
+  if (dense == 0) return SparseOutput::kSparse;
   if (dense != present) return SparseOutput::kMixed;
   return entries.size() == 1 ? SparseOutput::kDenseInPlace : SparseOutput::kDenseFused;
 }

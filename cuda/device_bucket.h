@@ -59,9 +59,10 @@ enum class SparseOutput {
   kDenseInPlace,  // one tensor with a dense output: the scheme writes it directly
   kDenseFused,    // every present tensor has a dense output: the scheme fills the fusion
                   // buffer [totalRows x rowSize]; tensor i's rows are copied out (contiguous)
-  kSparseToHost,  // no dense outputs: the coalesced device result is copied to the host and
-                  // split per tensor (OpResult::sparse is host memory)
-  kMixed,         // both kinds in one bucket: refused (kUnimplemented)
+  kSparse,        // no dense outputs: the coalesced result is sorted and split per tensor on
+                  // the device, each slice owned by its handle (cuda/sparse_result.h)
+  kMixed,         // both kinds: the sparse result as for kSparse; the dense outputs are
+                  // zero-filled and their rows scattered in on the device
   kNone,          // this rank posted none of the bucket (joined): a dense result, dropped
 };
 SparseOutput sparseOutputOf(const std::vector<TensorEntry*>& entries);

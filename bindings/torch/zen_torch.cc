@@ -5,8 +5,9 @@
 // with the GIL released. Compiles against a CPU-only torch (no CUDA headers needed). Outputs the
 // daemon allocates (sparse result, gathered tensor, alltoall's output) become torch tensors
 // over the daemon's memory,
-// which is released with the last of them; the gathered tensor of CUDA inputs is device memory
-// (a CUDA tensor over it: zen.torch copies it into a tensor of torch's allocator).
+// which is released with the last of them; the gathered tensor and the sparse result of CUDA
+// inputs are device memory (CUDA tensors over it: zen.torch copies them into tensors of
+// torch's allocator, device to device).
 //
 // Errors: enqueue failures raise ValueError for bad arguments (a name in flight, an
 // unsupported dtype, not initialized) and RuntimeError otherwise; a failed operation raises
@@ -116,7 +117,7 @@ struct HandleGuard {
   zen_handle_t handle;
 };
 
-// device: host, or the CUDA device the daemon's memory is on (gathered tensors of CUDA inputs).
+// device: host, or the CUDA device the daemon's memory is on (results of CUDA inputs).
 torch::Tensor overDaemonMemory(const void* data,
                                std::vector<int64_t> sizes,
                                torch::ScalarType type,
@@ -315,24 +316,32 @@ void wait(int64_t handle) {
   }
 }
 
+torch::Device deviceOf(int32_t type, int32_t index) {
+  return type == ZEN_DEVICE_CUDA ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index))
+                                 : torch::Device(torch::kCPU);
+}
+
+// (indices [nnz] int64, values [nnz, row_size]) on the daemon's memory: host, or the CUDA
+// device of CUDA inputs.
 std::vector<torch::Tensor> sparseResult(int64_t handle) {
   zen_sparse_result_t r{};
-  if (zen_sparse_result(handle, &r) != ZEN_OK) throw std::runtime_error(zen_last_error());
+  int32_t type = ZEN_DEVICE_CPU;
+  int32_t index = 0;
+  if (zen_sparse_result_placed(handle, &r, &type, &index) != ZEN_OK) {
+    throw std::runtime_error(zen_last_error());
+  }
   auto guard = std::make_shared<HandleGuard>(handle);
-  return {overDaemonMemory(r.indices, {r.nnz}, torch::kInt64, guard),
-          overDaemonMemory(r.values, {r.nnz, r.row_size}, scalarTypeOf(r.dtype), guard)};
+  const torch::Device device = deviceOf(type, index);
+  return {overDaemonMemory(r.indices, {r.nnz}, torch::kInt64, guard, device),
+          overDaemonMemory(r.values, {r.nnz, r.row_size}, scalarTypeOf(r.dtype), guard, device)};
 }
 
 // A gathered tensor (allgather's, alltoall's output) over the daemon's memory, host or device.
 torch::Tensor overGathered(const zen_gathered_t& g,
                            torch::ScalarType type,
                            const std::shared_ptr<HandleGuard>& guard) {
-  const torch::Device device =
-      g.device_type == ZEN_DEVICE_CUDA
-          ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(g.device_index))
-          : torch::Device(torch::kCPU);
   return overDaemonMemory(g.data, std::vector<int64_t>(g.shape, g.shape + g.ndims), type, guard,
-                          device);
+                          deviceOf(g.device_type, g.device_index));
 }
 
 // like: a tensor of the gathered dtype (the input).

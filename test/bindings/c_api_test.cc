@@ -355,6 +355,17 @@ int everyFunction(int rank, int n) {
   CHILD_CHECK(sr.num_rows == 64 && sr.row_size == 4 && sr.dtype == ZEN_FLOAT32, 34);
   for (int64_t k = 1; k < sr.nnz; ++k) CHILD_CHECK(sr.indices[k - 1] < sr.indices[k], 35);
   CHILD_CHECK(densify(sr.indices, static_cast<const float*>(sr.values), sr.nnz, 64, 4) == want, 36);
+  // The placed getter: the same host result, said to be on the host (CUDA inputs: a device).
+  zen_sparse_result_t placed;
+  int32_t placedType = -1;
+  int32_t placedIndex = -1;
+  CHILD_CHECK(zen_sparse_result_placed(h1, &placed, &placedType, &placedIndex) == ZEN_OK, 170);
+  CHILD_CHECK(placed.indices == sr.indices && placed.values == sr.values && placed.nnz == sr.nnz &&
+                  placed.num_rows == 64 && placedType == ZEN_DEVICE_CPU && placedIndex == 0,
+              171);
+  CHILD_CHECK(zen_sparse_result_placed(h1, &placed, nullptr, nullptr) == ZEN_OK, 172);
+  CHILD_CHECK(zen_sparse_result_placed(999999, &placed, nullptr, nullptr) == ZEN_UNKNOWN_HANDLE,
+              173);
   CHILD_CHECK(dense == want, 37);
   zen_gathered_t wrong;
   CHILD_CHECK(zen_allgather_result(999999, &wrong) == ZEN_UNKNOWN_HANDLE, 38);

@@ -160,7 +160,7 @@ TEST(SparseOutput, ModeFromTheEntriesOutputs) {
   EXPECT_EQ(sparseOutputOf({&dense}), SparseOutput::kDenseInPlace);
   EXPECT_EQ(sparseOutputOf({&dense, &dense}), SparseOutput::kDenseFused);
   EXPECT_EQ(sparseOutputOf({&dense, nullptr}), SparseOutput::kDenseFused);
-  EXPECT_EQ(sparseOutputOf({&sparse, nullptr}), SparseOutput::kSparseToHost);
+  EXPECT_EQ(sparseOutputOf({&sparse, nullptr}), SparseOutput::kSparse);
   EXPECT_EQ(sparseOutputOf({&sparse, &dense}), SparseOutput::kMixed);
   EXPECT_EQ(sparseOutputOf({nullptr, nullptr}), SparseOutput::kNone);
 }

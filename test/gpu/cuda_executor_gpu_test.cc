@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cuda/cuda_executor.h"
+#include "test/common/sparse_inputs.h"
 #include "test/runtime/runtime_test_util.h"
 
 namespace zen::testing {
@@ -60,6 +61,46 @@ std::vector<float> randomFloats(std::mt19937_64& rng, size_t n) {
   std::vector<float> v(n);
   for (float& x : v) x = static_cast<float>(std::uniform_int_distribution<int>(-64, 64)(rng));
   return v;
+}
+
+// A sparse result the executor left on the device, copied to the host after checking where
+// it is (device memory on cuda:0, nothing in the host fields).
+SparseTensor hostCopy(const OpResult& r) {
+  SparseTensor t;
+  EXPECT_EQ(r.sparseDevice, Device::cuda(0));
+  EXPECT_TRUE(r.sparse.indices.empty() && r.sparse.values.empty());
+  t.numRows = r.sparse.numRows;
+  t.rowSize = r.sparse.rowSize;
+  t.dtype = r.sparse.dtype;
+  const auto nnz = static_cast<size_t>(r.sparseDeviceNnz);
+  t.indices.resize(nnz);
+  t.values.resize(nnz * t.rowBytes());
+  if (nnz == 0) {
+    EXPECT_EQ(r.sparseIndicesOnDevice, nullptr);
+    return t;
+  }
+  for (const void* p : {r.sparseIndicesOnDevice.get(), r.sparseValuesOnDevice.get()}) {
+    cudaPointerAttributes attributes{};
+    EXPECT_EQ(cudaPointerGetAttributes(&attributes, p), cudaSuccess);
+    EXPECT_EQ(attributes.type, cudaMemoryTypeDevice);
+  }
+  EXPECT_EQ(cudaMemcpy(t.indices.data(), r.sparseIndicesOnDevice.get(), nnz * sizeof(int64_t),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(t.values.data(), r.sparseValuesOnDevice.get(), t.values.size(),
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  return t;
+}
+
+// Any dtype's sparse tensor as dense bytes [numRows x rowBytes], absent rows zero.
+std::vector<std::byte> denseBytes(const SparseTensor& t) {
+  std::vector<std::byte> out(static_cast<size_t>(t.numRows) * t.rowBytes(), std::byte{0});
+  for (size_t k = 0; k < t.indices.size(); ++k) {
+    std::memcpy(out.data() + static_cast<size_t>(t.indices[k]) * t.rowBytes(),
+                t.values.data() + k * t.rowBytes(), t.rowBytes());
+  }
+  return out;
 }
 
 class CudaExecutorGpu : public ::testing::Test {
@@ -178,7 +219,7 @@ TEST_F(CudaExecutorGpu, SparseAllreduceDenseAndSparseResultsMatchTheCpu) {
     s.device = Device::cuda(0);
     return s;
   };
-  // Sparse results (a fused bucket of two): host OpResults equal to the CPU's.
+  // Sparse results (a fused bucket of two): on the device, equal to the CPU's.
   {
     std::vector<TensorOp> ops;
     ops.push_back(TensorOp::sparseAllreduce("a", deviceSparse(a, ai, av), ReduceOp::kSum));
@@ -188,9 +229,12 @@ TEST_F(CudaExecutorGpu, SparseAllreduceDenseAndSparseResultsMatchTheCpu) {
     for (const Handle& h : hs.value()) ASSERT_TRUE(waitFor(h).isOk()) << waitFor(h).toString();
     const SparseTensor ea = cpuSparse(a, "a");
     const SparseTensor eb = cpuSparse(b, "b");
-    EXPECT_EQ(densify(hs.value()[0].result().sparse), densify(ea));
-    EXPECT_EQ(densify(hs.value()[1].result().sparse), densify(eb));
-    EXPECT_EQ(hs.value()[0].result().sparse.indices, ea.indices);
+    const SparseTensor ga = hostCopy(hs.value()[0].result());
+    const SparseTensor gb = hostCopy(hs.value()[1].result());
+    EXPECT_EQ(densify(ga), densify(ea));
+    EXPECT_EQ(densify(gb), densify(eb));
+    EXPECT_EQ(ga.indices, ea.indices);
+    EXPECT_EQ(gb.indices, eb.indices);
   }
   // Dense outputs on the device, alone (in place) and fused, poisoned first.
   for (bool fused : {false, true}) {
@@ -210,6 +254,127 @@ TEST_F(CudaExecutorGpu, SparseAllreduceDenseAndSparseResultsMatchTheCpu) {
     EXPECT_EQ(outA.host(), denseSum({a})) << (fused ? "fused" : "alone");
     if (fused) {
       EXPECT_EQ(outB.host(), denseSum({b}));
+    }
+  }
+}
+
+// One fused bucket of sparse results, float32 and float16, sum and average, over several steps
+// (workspace and pinned memory reused): an empty tensor, a tensor with rows but no entry here,
+// repeated indices within the rank, and a large one (a radix sort of several passes). Each
+// result stays on the device, its indices local, ascending, and equal, bytes and all, to the
+// CPU runtime's for the same input.
+TEST_F(CudaExecutorGpu, SparseResultsStayOnTheDeviceAndMatchTheCpu) {
+  Job gpu(1), cpu(1);
+  const std::vector<int64_t> rows = {5000, 0, 300, 2500, 200000};
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat16}) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage}) {
+      for (int step = 0; step < 3; ++step) {
+        std::vector<SparseTensor> inputs;
+        for (size_t i = 0; i < rows.size(); ++i) {
+          std::vector<int64_t> idx;
+          if (i != 2) {
+            idx = ::zen::testing::distinctIndices(rows[i], rows[i] / 10, Skew::kZipf, rng_);
+          }
+          if (i == 3) {  // repeated rows, summed
+            const std::vector<int64_t> again(idx.begin(), idx.begin() + idx.size() / 3);
+            idx.insert(idx.end(), again.begin(), again.end());
+            std::shuffle(idx.begin(), idx.end(), rng_);
+          }
+          inputs.push_back(::zen::testing::makeSparse(idx, rows[i], 3, dtype, rng_));
+        }
+        std::vector<std::unique_ptr<DeviceArray<int64_t>>> di;
+        std::vector<std::unique_ptr<DeviceArray<std::byte>>> dv;
+        std::vector<TensorOp> ops;
+        for (size_t i = 0; i < rows.size(); ++i) {
+          di.push_back(std::make_unique<DeviceArray<int64_t>>(inputs[i].indices));
+          dv.push_back(std::make_unique<DeviceArray<std::byte>>(inputs[i].values));
+          SparseView v = inputs[i].view();
+          v.indices = di[i]->data();
+          v.values = dv[i]->data();
+          v.device = Device::cuda(0);
+          ops.push_back(TensorOp::sparseAllreduce("s" + std::to_string(i), v, op));
+        }
+        auto hs = gpu.rank(0).enqueueGroup(std::move(ops));
+        ASSERT_TRUE(hs.isOk()) << hs.status().toString();
+        for (size_t i = 0; i < rows.size(); ++i) {
+          const Handle& h = hs.value()[i];
+          ASSERT_TRUE(waitFor(h).isOk()) << waitFor(h).toString();
+          const SparseTensor got = hostCopy(h.result());
+          auto c = cpu.rank(0).enqueue(
+              TensorOp::sparseAllreduce("s" + std::to_string(i), inputs[i].view(), op));
+          ASSERT_TRUE(c.isOk());
+          ASSERT_TRUE(waitFor(c.value()).isOk());
+          const SparseTensor& want = c.value().result().sparse;
+          const std::string what = std::string(dataTypeName(dtype)) + " tensor " +
+                                   std::to_string(i) + " step " + std::to_string(step);
+          EXPECT_EQ(got.numRows, rows[i]) << what;
+          EXPECT_EQ(got.dtype, dtype) << what;
+          EXPECT_TRUE(std::is_sorted(got.indices.begin(), got.indices.end())) << what;
+          EXPECT_EQ(got.indices, want.indices) << what;
+          EXPECT_EQ(got.values, want.values) << what;
+        }
+      }
+    }
+  }
+}
+
+// A bucket mixing dense outputs (poisoned first) and sparse results: each dense output is the
+// CPU's result densified (absent rows zero), each sparse result the CPU's, on the device.
+TEST_F(CudaExecutorGpu, AMixedSparseBucketFillsBothKindsOfOutput) {
+  Job gpu(1), cpu(1);
+  const std::vector<int64_t> rows = {4000, 700, 0, 1500, 90};
+  const std::vector<bool> dense = {true, false, true, true, false};
+  for (DataType dtype : {DataType::kFloat32, DataType::kFloat16}) {
+    std::vector<SparseTensor> inputs;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::vector<int64_t> idx =
+          ::zen::testing::distinctIndices(rows[i], rows[i] / 7, Skew::kUniform, rng_);
+      if (!idx.empty()) idx.push_back(idx.front());  // a repeat
+      inputs.push_back(::zen::testing::makeSparse(idx, rows[i], 5, dtype, rng_));
+    }
+    std::vector<std::unique_ptr<DeviceArray<int64_t>>> di;
+    std::vector<std::unique_ptr<DeviceArray<std::byte>>> dv, out;
+    std::vector<TensorOp> ops;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      di.push_back(std::make_unique<DeviceArray<int64_t>>(inputs[i].indices));
+      dv.push_back(std::make_unique<DeviceArray<std::byte>>(inputs[i].values));
+      out.push_back(std::make_unique<DeviceArray<std::byte>>(std::vector<std::byte>(
+          static_cast<size_t>(rows[i]) * inputs[i].rowBytes(), std::byte{0x7f})));
+      SparseView v = inputs[i].view();
+      v.indices = di[i]->data();
+      v.values = dv[i]->data();
+      v.device = Device::cuda(0);
+      const std::string name = "m" + std::to_string(i);
+      if (!dense[i]) {
+        ops.push_back(TensorOp::sparseAllreduce(name, v, ReduceOp::kSum));
+        continue;
+      }
+      DenseView o;
+      o.data = out[i]->data();
+      o.dtype = dtype;
+      o.shape = TensorShape({rows[i], 5});
+      o.device = Device::cuda(0);
+      ops.push_back(TensorOp::sparseAllreduce(name, v, ReduceOp::kSum, o));
+    }
+    auto hs = gpu.rank(0).enqueueGroup(std::move(ops));
+    ASSERT_TRUE(hs.isOk()) << hs.status().toString();
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Handle& h = hs.value()[i];
+      ASSERT_TRUE(waitFor(h).isOk()) << waitFor(h).toString();
+      auto c = cpu.rank(0).enqueue(
+          TensorOp::sparseAllreduce("m" + std::to_string(i), inputs[i].view(), ReduceOp::kSum));
+      ASSERT_TRUE(c.isOk());
+      ASSERT_TRUE(waitFor(c.value()).isOk());
+      const SparseTensor& want = c.value().result().sparse;
+      const std::string what = std::string(dataTypeName(dtype)) + " tensor " + std::to_string(i);
+      if (dense[i]) {
+        EXPECT_EQ(out[i]->host(), denseBytes(want)) << what;
+        EXPECT_EQ(h.result().sparseIndicesOnDevice, nullptr) << what;
+        continue;
+      }
+      const SparseTensor got = hostCopy(h.result());
+      EXPECT_EQ(got.indices, want.indices) << what;
+      EXPECT_EQ(got.values, want.values) << what;
     }
   }
 }

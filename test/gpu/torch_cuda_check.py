@@ -50,6 +50,29 @@ def main():
     assert dense.is_cuda and torch.equal(dense.cpu(), host)
     sparse = hvd.sparse_allreduce(sp.to(dev), name="s.sparse", op=hvd.Sum)
     assert sparse.is_cuda and torch.equal(sparse.to_dense().cpu(), host)
+    # Sparse results that stay on the device (no host copy), posted together so they fuse,
+    # some with dense=True (a mixed bucket): repeated indices, fp16, two sparse dimensions,
+    # no entries; each equal to the host path's coalesced result, indices and values.
+    def uncoalesced(shape, nnz, dtype=torch.float32):
+        idx = torch.stack([torch.randint(0, d, (nnz,), generator=gen) for d in shape[:2]])
+        return torch.sparse_coo_tensor(idx[:1] if len(shape) == 2 else idx,
+                                       ints(nnz, *shape[-1:]).to(dtype), shape)
+    cases = [(uncoalesced((700, 3), 90), False), (uncoalesced((300, 2), 50, torch.float16), False),
+             (uncoalesced((40, 30, 4), 80), False), (uncoalesced((50, 4), 0), False),
+             (uncoalesced((200, 3), 40), True), (uncoalesced((900, 1), 100), False)]
+    handles = [hvd.sparse_allreduce_async(t.to(dev), name="f.%d" % i, op=hvd.Sum, dense=d)
+               for i, (t, d) in enumerate(cases)]
+    for i, ((t, d), h) in enumerate(zip(cases, handles)):
+        got = hvd.synchronize(h)
+        want = hvd.sparse_allreduce(t, name="f.host.%d" % i, op=hvd.Sum)
+        assert got.is_cuda and got.device == dev and got.dtype == t.dtype, (i, got.device)
+        if d:
+            assert not got.is_sparse and torch.equal(got.cpu(), want.to_dense()), i
+            continue
+        assert got.is_sparse and got.is_coalesced(), i
+        assert got._indices().is_cuda and got._values().is_cuda, i
+        assert torch.equal(got._indices().cpu(), want._indices()), i
+        assert torch.equal(got._values().cpu(), want._values()), i
 
     # Broadcast in place; allgather on the device (NCCL allgatherv), grouped, against the host
     # path, a bfloat16 and an empty one included.

@@ -533,7 +533,7 @@ def _unflatten_rows(rows, shape, sparse_dim):
     """Row indices [nnz] back to COO indices [sparse_dim, nnz]."""
     if sparse_dim == 1:
         return rows.view(1, -1)
-    out = torch.empty((sparse_dim, rows.numel()), dtype=torch.int64)
+    out = torch.empty((sparse_dim, rows.numel()), dtype=torch.int64, device=rows.device)
     rest = rows.clone()
     for d in reversed(range(sparse_dim)):
         out[d] = rest % shape[d]
@@ -578,13 +578,15 @@ def _sparse_allreduce_async(tensor, full_name, op, dense=False):
             _release(c)
             return out if out.dtype == dtype else out.to(dtype)
         result_rows, result_values = _C.sparse_result(c)  # released with these tensors
+        if result_rows.is_cuda:
+            # The daemon's device memory (CUDA inputs; freed with the handle): into torch's
+            # allocator, on the current stream; dropping the views then releases the handle.
+            result_rows, result_values = result_rows.clone(), result_values.clone()
         result_values = result_values.view((result_rows.numel(),) + tuple(row_shape))
         if result_values.dtype != dtype:
             result_values = result_values.to(dtype)
         result = torch._sparse_coo_tensor_unsafe(
             _unflatten_rows(result_rows, shape, sparse_dim), result_values, shape)
-        if tensor.is_cuda:  # the daemon's sparse result is host memory (dense=True is not)
-            result = result.to(tensor.device)
         return result._coalesced_(True)  # distinct rows in increasing order
 
     return _register([c], (tensor, rows, values, out), finish)
