@@ -26,6 +26,7 @@
 // With bitmaps this is core/traffic_model.h's bpHashBitmapTraffic plus the headers; the
 // dispatcher's call summary adds (n - 1) x 56 bytes each way.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -34,6 +35,7 @@
 #include "core/hash_bitmap.h"
 #include "core/hash_partitioner.h"
 #include "core/index_map.h"
+#include "core/radix_sort.h"
 #include "ops/sparse_allreduce.h"
 #include "ops/wire_format.h"
 
@@ -58,7 +60,8 @@ struct SparseAllreduceWorkspace::Zen {
   EncodedPart encoded;
   ByteVector pullPayload;
   std::vector<ByteVector> gathered;
-  std::vector<std::pair<int64_t, const std::byte*>> entries;
+  std::vector<KeyValue> entries;  // decodeSparse: (index, row address), radix-sorted
+  std::vector<KeyValue> sortScratch;
 };
 
 SparseAllreduceWorkspace::SparseAllreduceWorkspace() = default;
@@ -215,18 +218,18 @@ Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduc
   const size_t rb = f.rowBytes();
   ws.entries.clear();
   for (int j = 0; j < ws.n; ++j) {
-    const Result<int64_t> count =
-        visitPullPart(ws, static_cast<uint32_t>(j), ws.gathered[j], f,
-                      [&](const uint64_t* idx, const std::byte* rows, size_t n) {
-                        for (size_t i = 0; i < n; ++i) {
-                          ws.entries.emplace_back(static_cast<int64_t>(idx[i]), rows + i * rb);
-                        }
-                      });
+    const Result<int64_t> count = visitPullPart(
+        ws, static_cast<uint32_t>(j), ws.gathered[j], f,
+        [&](const uint64_t* idx, const std::byte* rows, size_t n) {
+          for (size_t i = 0; i < n; ++i) {
+            ws.entries.push_back(KeyValue{idx[i], reinterpret_cast<uintptr_t>(rows + i * rb)});
+          }
+        });
     ZEN_RETURN_IF_ERROR(fromRank(count.status(), "pull part", j));
   }
-  // Parts own disjoint index sets and no part repeats a position: indices are unique.
-  std::sort(ws.entries.begin(), ws.entries.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Parts own disjoint index sets and no part repeats a position: indices are unique, and
+  // below numRows, so the radix sort takes ceil(log2(numRows) / 8) passes.
+  radixSortByKey(&ws.entries, &ws.sortScratch);
   SparseTensor& out = result->sparse;
   out.numRows = numRows;
   out.rowSize = f.rowSize;
@@ -234,8 +237,9 @@ Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduc
   out.indices.resize(ws.entries.size());
   out.values.resize(ws.entries.size() * rb);
   for (size_t k = 0; k < ws.entries.size(); ++k) {
-    out.indices[k] = ws.entries[k].first;
-    std::memcpy(out.values.data() + k * rb, ws.entries[k].second, rb);
+    out.indices[k] = static_cast<int64_t>(ws.entries[k].key);
+    std::memcpy(out.values.data() + k * rb, reinterpret_cast<const std::byte*>(ws.entries[k].value),
+                rb);
   }
   result->stats.outputNnz = out.nnz();
   return Status::ok();
