@@ -32,6 +32,7 @@
 
 #include "core/aggregator.h"
 #include "core/bitmap_walk.h"
+#include "core/distinct_key_ranks.h"
 #include "core/hash_bitmap.h"
 #include "core/hash_partitioner.h"
 #include "core/index_map.h"
@@ -60,7 +61,8 @@ struct SparseAllreduceWorkspace::Zen {
   EncodedPart encoded;
   ByteVector pullPayload;
   std::vector<ByteVector> gathered;
-  std::vector<KeyValue> entries;  // decodeSparse: (index, row address), radix-sorted
+  std::vector<KeyValue> entries;  // decodeSparse: (index, row address)
+  DistinctKeyRanks ranks;
   std::vector<KeyValue> sortScratch;
 };
 
@@ -227,19 +229,30 @@ Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduc
         });
     ZEN_RETURN_IF_ERROR(fromRank(count.status(), "pull part", j));
   }
-  // Parts own disjoint index sets and no part repeats a position: indices are unique, and
-  // below numRows, so the radix sort takes ceil(log2(numRows) / 8) passes.
-  radixSortByKey(&ws.entries, &ws.sortScratch);
   SparseTensor& out = result->sparse;
   out.numRows = numRows;
   out.rowSize = f.rowSize;
   out.dtype = f.dtype;
   out.indices.resize(ws.entries.size());
   out.values.resize(ws.entries.size() * rb);
-  for (size_t k = 0; k < ws.entries.size(); ++k) {
-    out.indices[k] = static_cast<int64_t>(ws.entries[k].key);
-    std::memcpy(out.values.data() + k * rb, reinterpret_cast<const std::byte*>(ws.entries[k].value),
-                rb);
+  auto place = [&](size_t slot, const KeyValue& e) {
+    out.indices[slot] = static_cast<int64_t>(e.key);
+    std::memcpy(out.values.data() + slot * rb, reinterpret_cast<const std::byte*>(e.value), rb);
+  };
+  // Parts own disjoint index sets and no part repeats a position: the indices are distinct
+  // and below numRows, so each one's slot can be counted (a repeat would be a bug upstream,
+  // refused by build). Much sparser outputs, where the count's table would outweigh the
+  // entries, are radix-sorted instead.
+  const auto bound = static_cast<uint64_t>(numRows);
+  if (DistinctKeyRanks::worthIt(ws.entries.size(), bound)) {
+    const Status built = ws.ranks.build(ws.entries.data(), ws.entries.size(), bound);
+    if (!built.isOk()) {
+      return ZEN_ERROR(StatusCode::kInternal, "zen: decoded Pull parts: {}", built.message());
+    }
+    for (const KeyValue& e : ws.entries) place(ws.ranks.rankOf(e.key), e);
+  } else {
+    radixSortByKey(&ws.entries, &ws.sortScratch);
+    for (size_t k = 0; k < ws.entries.size(); ++k) place(k, ws.entries[k]);
   }
   result->stats.outputNnz = out.nnz();
   return Status::ok();
