@@ -38,6 +38,7 @@
 #include "core/index_map.h"
 #include "core/radix_sort.h"
 #include "ops/sparse_allreduce.h"
+#include "ops/sparse_rows.h"
 #include "ops/wire_format.h"
 
 namespace zen::ops {
@@ -72,6 +73,11 @@ SparseAllreduceWorkspace::~SparseAllreduceWorkspace() = default;
 SparseAllreduceWorkspace::Zen& SparseAllreduceWorkspace::zen() {
   if (zen_ == nullptr) zen_ = std::make_unique<Zen>();
   return *zen_;
+}
+
+CoalesceScratch& SparseAllreduceWorkspace::coalesce() {
+  if (coalesce_ == nullptr) coalesce_ = std::make_unique<CoalesceScratch>();
+  return *coalesce_;
 }
 
 namespace {

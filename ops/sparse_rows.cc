@@ -9,7 +9,10 @@
 
 namespace zen::ops {
 
-Status coalesceRows(const std::vector<SparseView>& inputs, int divisor, SparseTensor* out) {
+Status coalesceRows(const std::vector<SparseView>& inputs,
+                    int divisor,
+                    SparseTensor* out,
+                    CoalesceScratch* scratch) {
   ZEN_CHECK_ARG(!inputs.empty(), "coalesceRows needs at least one input");
   ZEN_CHECK_ARG(divisor >= 1, "divisor must be at least 1, got {}", divisor);
   const SparseView& first = inputs[0];
@@ -23,7 +26,10 @@ Status coalesceRows(const std::vector<SparseView>& inputs, int divisor, SparseTe
   }
   // (index, row address), sorted stably by index: rows of an index stay in input, then entry
   // order, which is what makes the sum deterministic. Indices are validated non-negative.
-  std::vector<KeyValue> order;
+  CoalesceScratch local;
+  CoalesceScratch& mem = scratch != nullptr ? *scratch : local;
+  std::vector<KeyValue>& order = mem.order;
+  order.clear();
   order.reserve(static_cast<size_t>(total));
   for (const SparseView& in : inputs) {
     for (int64_t k = 0; k < in.nnz; ++k) {
@@ -31,8 +37,7 @@ Status coalesceRows(const std::vector<SparseView>& inputs, int divisor, SparseTe
           KeyValue{static_cast<uint64_t>(in.indices[k]), reinterpret_cast<uintptr_t>(in.row(k))});
     }
   }
-  std::vector<KeyValue> scratch;
-  radixSortByKey(&order, &scratch);
+  radixSortByKey(&order, &mem.sorted);
   int64_t unique = 0;
   for (size_t k = 0; k < order.size(); ++k) {
     unique += (k == 0 || order[k].key != order[k - 1].key) ? 1 : 0;
