@@ -52,7 +52,7 @@ Status checkLocal(const SparseAllreduceOptions& o) {
 // Step 2 (and the math of every scheme at n = 1).
 Status runLocal(const SparseAllreduceOptions& o, Scheme scheme, SparseAllreduceResult* result) {
   SparseTensor coalesced;
-  ZEN_RETURN_IF_ERROR(coalesceRows({o.input}, 1, &coalesced));
+  ZEN_RETURN_IF_ERROR(coalesceRows({o.input}, 1, &coalesced, coalesceScratch(o)));
   if (scheme != Scheme::kDense) {
     result->stats.outputNnz = coalesced.nnz();
     if (o.denseOutput) {

@@ -20,6 +20,8 @@ namespace zen::ops {
 using ::zen::ReduceOp;
 using ::zen::reduceOpName;
 
+struct CoalesceScratch;  // ops/sparse_rows.h
+
 // Memory the schemes keep between calls (zen: Algorithm 1's tables, the server's aggregator,
 // the payload buffers), so that a training loop does not reallocate every step. Optional;
 // use one per calling thread (it is not locked). It adapts when the shape, the world or the
@@ -33,9 +35,12 @@ class SparseAllreduceWorkspace {
 
   struct Zen;  // defined in sparse_allreduce_zen.cc
   Zen& zen();
+  // coalesceRows' memory, for the schemes that coalesce their input or what they gathered.
+  CoalesceScratch& coalesce();
 
  private:
   std::unique_ptr<Zen> zen_;
+  std::unique_ptr<CoalesceScratch> coalesce_;
 };
 
 // One sparse allreduce on the CPU (CONVENTIONS.md §3: options struct + free function). Every
@@ -55,6 +60,11 @@ struct SparseAllreduceOptions {
   ThreadPool* pool = nullptr;  // CPU threads for partitioning/aggregation (null: 1 thread)
   SparseAllreduceWorkspace* workspace = nullptr;  // null: scratch memory is per call
 };
+
+// The call's coalesceRows memory: the workspace's, or null (per call).
+inline CoalesceScratch* coalesceScratch(const SparseAllreduceOptions& o) {
+  return o.workspace != nullptr ? &o.workspace->coalesce() : nullptr;
+}
 
 // Per-call statistics: what the benchmarks, the timeline and the tests read.
 struct SyncStats {

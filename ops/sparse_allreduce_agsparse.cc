@@ -53,7 +53,7 @@ Status sparseAllreduceAgSparse(const SparseAllreduceOptions& o, SparseAllreduceR
     view.nnz = v.value().count;
   }
   const int divisor = o.op == ReduceOp::kAverage ? n : 1;
-  ZEN_RETURN_IF_ERROR(coalesceRows(views, divisor, &result->sparse));
+  ZEN_RETURN_IF_ERROR(coalesceRows(views, divisor, &result->sparse, coalesceScratch(o)));
   result->stats.outputNnz = result->sparse.nnz();
   if (o.denseOutput) {
     scatterToDense(result->sparse, &result->dense);

@@ -173,7 +173,7 @@ Status runBlocks(const SparseAllreduceOptions& options, SparseAllreduceResult* r
 
   auto start = Clock::now();
   SparseTensor rows;
-  ZEN_RETURN_IF_ERROR(coalesceRows({options.input}, 1, &rows));
+  ZEN_RETURN_IF_ERROR(coalesceRows({options.input}, 1, &rows, coalesceScratch(options)));
   const std::vector<ByteVector> push =
       encodeBlocksPush(g, rows.indices.data(), rows.values.data(), rows.indices.size());
   phases.emplace_back("coalesce", secondsSince(start));

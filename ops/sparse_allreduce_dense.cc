@@ -27,7 +27,7 @@ Status sparseAllreduceDense(const SparseAllreduceOptions& o, SparseAllreduceResu
   };
 
   SparseTensor coalesced;
-  ZEN_RETURN_IF_ERROR(coalesceRows({in}, 1, &coalesced));
+  ZEN_RETURN_IF_ERROR(coalesceRows({in}, 1, &coalesced, coalesceScratch(o)));
   scatterToDense(coalesced, &result->dense);
   mark("densify");
 

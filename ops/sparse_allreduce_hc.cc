@@ -81,9 +81,9 @@ class MergedSet {
         format_{numRows, rowSize, sizeof(A)},
         bitmapBytes_(format_.bitmapBytes()) {}
 
-  Status start(const SparseView& input) {
+  Status start(const SparseView& input, CoalesceScratch* scratch) {
     SparseTensor rows;
-    ZEN_RETURN_IF_ERROR(coalesceRows({input}, 1, &rows));
+    ZEN_RETURN_IF_ERROR(coalesceRows({input}, 1, &rows, scratch));
     const T* values = reinterpret_cast<const T*>(rows.values.data());
     sparse_.values.resize(rows.indices.size() * static_cast<size_t>(rowSize_));
     std::transform(values, values + sparse_.values.size(), sparse_.values.begin(),
@@ -254,7 +254,7 @@ Status runHc(const SparseAllreduceOptions& options, SparseAllreduceResult* resul
 
   auto start = Clock::now();
   MergedSet<T> set(options.input.numRows, options.input.rowSize);
-  ZEN_RETURN_IF_ERROR(set.start(options.input));
+  ZEN_RETURN_IF_ERROR(set.start(options.input, coalesceScratch(options)));
   phases.emplace_back("coalesce", secondsSince(start));
 
   ByteVector out;

@@ -26,15 +26,19 @@
 // With bitmaps this is core/traffic_model.h's bpHashBitmapTraffic plus the headers; the
 // dispatcher's call summary adds (n - 1) x 56 bytes each way.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
 #include "core/aggregator.h"
 #include "core/bitmap_walk.h"
+#include "core/distinct_key_ranks.h"
 #include "core/hash_bitmap.h"
 #include "core/hash_partitioner.h"
 #include "core/index_map.h"
+#include "core/radix_sort.h"
 #include "ops/sparse_allreduce.h"
+#include "ops/sparse_rows.h"
 #include "ops/wire_format.h"
 
 namespace zen::ops {
@@ -58,7 +62,9 @@ struct SparseAllreduceWorkspace::Zen {
   EncodedPart encoded;
   ByteVector pullPayload;
   std::vector<ByteVector> gathered;
-  std::vector<std::pair<int64_t, const std::byte*>> entries;
+  std::vector<KeyValue> entries;  // decodeSparse: (index, row address)
+  DistinctKeyRanks ranks;
+  std::vector<KeyValue> sortScratch;
 };
 
 SparseAllreduceWorkspace::SparseAllreduceWorkspace() = default;
@@ -67,6 +73,11 @@ SparseAllreduceWorkspace::~SparseAllreduceWorkspace() = default;
 SparseAllreduceWorkspace::Zen& SparseAllreduceWorkspace::zen() {
   if (zen_ == nullptr) zen_ = std::make_unique<Zen>();
   return *zen_;
+}
+
+CoalesceScratch& SparseAllreduceWorkspace::coalesce() {
+  if (coalesce_ == nullptr) coalesce_ = std::make_unique<CoalesceScratch>();
+  return *coalesce_;
 }
 
 namespace {
@@ -215,27 +226,39 @@ Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduc
   const size_t rb = f.rowBytes();
   ws.entries.clear();
   for (int j = 0; j < ws.n; ++j) {
-    const Result<int64_t> count =
-        visitPullPart(ws, static_cast<uint32_t>(j), ws.gathered[j], f,
-                      [&](const uint64_t* idx, const std::byte* rows, size_t n) {
-                        for (size_t i = 0; i < n; ++i) {
-                          ws.entries.emplace_back(static_cast<int64_t>(idx[i]), rows + i * rb);
-                        }
-                      });
+    const Result<int64_t> count = visitPullPart(
+        ws, static_cast<uint32_t>(j), ws.gathered[j], f,
+        [&](const uint64_t* idx, const std::byte* rows, size_t n) {
+          for (size_t i = 0; i < n; ++i) {
+            ws.entries.push_back(KeyValue{idx[i], reinterpret_cast<uintptr_t>(rows + i * rb)});
+          }
+        });
     ZEN_RETURN_IF_ERROR(fromRank(count.status(), "pull part", j));
   }
-  // Parts own disjoint index sets and no part repeats a position: indices are unique.
-  std::sort(ws.entries.begin(), ws.entries.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
   SparseTensor& out = result->sparse;
   out.numRows = numRows;
   out.rowSize = f.rowSize;
   out.dtype = f.dtype;
   out.indices.resize(ws.entries.size());
   out.values.resize(ws.entries.size() * rb);
-  for (size_t k = 0; k < ws.entries.size(); ++k) {
-    out.indices[k] = ws.entries[k].first;
-    std::memcpy(out.values.data() + k * rb, ws.entries[k].second, rb);
+  auto place = [&](size_t slot, const KeyValue& e) {
+    out.indices[slot] = static_cast<int64_t>(e.key);
+    std::memcpy(out.values.data() + slot * rb, reinterpret_cast<const std::byte*>(e.value), rb);
+  };
+  // Parts own disjoint index sets and no part repeats a position: the indices are distinct
+  // and below numRows, so each one's slot can be counted (a repeat would be a bug upstream,
+  // refused by build). Much sparser outputs, where the count's table would outweigh the
+  // entries, are radix-sorted instead.
+  const auto bound = static_cast<uint64_t>(numRows);
+  if (DistinctKeyRanks::worthIt(ws.entries.size(), bound)) {
+    const Status built = ws.ranks.build(ws.entries.data(), ws.entries.size(), bound);
+    if (!built.isOk()) {
+      return ZEN_ERROR(StatusCode::kInternal, "zen: decoded Pull parts: {}", built.message());
+    }
+    for (const KeyValue& e : ws.entries) place(ws.ranks.rankOf(e.key), e);
+  } else {
+    radixSortByKey(&ws.entries, &ws.sortScratch);
+    for (size_t k = 0; k < ws.entries.size(); ++k) place(k, ws.entries[k]);
   }
   result->stats.outputNnz = out.nnz();
   return Status::ok();

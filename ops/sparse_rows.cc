@@ -2,12 +2,17 @@
 #include "ops/sparse_rows.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
-#include <utility>
+
+#include "core/radix_sort.h"
 
 namespace zen::ops {
 
-Status coalesceRows(const std::vector<SparseView>& inputs, int divisor, SparseTensor* out) {
+Status coalesceRows(const std::vector<SparseView>& inputs,
+                    int divisor,
+                    SparseTensor* out,
+                    CoalesceScratch* scratch) {
   ZEN_CHECK_ARG(!inputs.empty(), "coalesceRows needs at least one input");
   ZEN_CHECK_ARG(divisor >= 1, "divisor must be at least 1, got {}", divisor);
   const SparseView& first = inputs[0];
@@ -19,22 +24,23 @@ Status coalesceRows(const std::vector<SparseView>& inputs, int divisor, SparseTe
         dataTypeName(in.dtype), first.numRows, first.rowSize, dataTypeName(first.dtype));
     total += in.nnz;
   }
-  // (index, entry number over all inputs): sorting these orders equal indices by input, then
-  // entry, which is what makes the sum deterministic.
-  std::vector<std::pair<int64_t, int64_t>> order;
+  // (index, row address), sorted stably by index: rows of an index stay in input, then entry
+  // order, which is what makes the sum deterministic. Indices are validated non-negative.
+  CoalesceScratch local;
+  CoalesceScratch& mem = scratch != nullptr ? *scratch : local;
+  std::vector<KeyValue>& order = mem.order;
+  order.clear();
   order.reserve(static_cast<size_t>(total));
-  std::vector<const std::byte*> rows;
-  rows.reserve(static_cast<size_t>(total));
   for (const SparseView& in : inputs) {
     for (int64_t k = 0; k < in.nnz; ++k) {
-      order.emplace_back(in.indices[k], static_cast<int64_t>(rows.size()));
-      rows.push_back(in.row(k));
+      order.push_back(
+          KeyValue{static_cast<uint64_t>(in.indices[k]), reinterpret_cast<uintptr_t>(in.row(k))});
     }
   }
-  std::sort(order.begin(), order.end());
+  radixSortByKey(&order, &mem.sorted);
   int64_t unique = 0;
   for (size_t k = 0; k < order.size(); ++k) {
-    unique += (k == 0 || order[k].first != order[k - 1].first) ? 1 : 0;
+    unique += (k == 0 || order[k].key != order[k - 1].key) ? 1 : 0;
   }
   out->numRows = first.numRows;
   out->rowSize = first.rowSize;
@@ -50,12 +56,12 @@ Status coalesceRows(const std::vector<SparseView>& inputs, int divisor, SparseTe
     int64_t written = 0;
     for (size_t k = 0; k < order.size();) {
       std::fill(acc.begin(), acc.end(), Acc(0));
-      const int64_t idx = order[k].first;
-      for (; k < order.size() && order[k].first == idx; ++k) {
-        const T* src = reinterpret_cast<const T*>(rows[order[k].second]);
+      const uint64_t idx = order[k].key;
+      for (; k < order.size() && order[k].key == idx; ++k) {
+        const T* src = reinterpret_cast<const T*>(order[k].value);
         for (int64_t e = 0; e < rowSize; ++e) acc[e] += toAccumulator<Acc>(src[e]);
       }
-      out->indices[written] = idx;
+      out->indices[written] = static_cast<int64_t>(idx);
       finishRow<T>(acc.data(), rowSize, divisor, dst + written * rowSize);
       ++written;
     }

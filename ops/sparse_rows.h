@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/radix_sort.h"
 #include "core/status.h"
 #include "core/tensor.h"
 
@@ -16,11 +17,23 @@ namespace zen::ops {
 // the dtype once; `divisor` is 1 for Sum and n for Average: floats are multiplied by 1/n in the
 // accumulator type, integers divided with truncation toward zero.
 
+// coalesceRows' sort memory (16 bytes per entry, twice), kept by callers that coalesce every
+// step (the schemes, through SparseAllreduceWorkspace) so that it is not allocated, and
+// page-faulted in, on every call.
+struct CoalesceScratch {
+  std::vector<KeyValue> order;
+  std::vector<KeyValue> sorted;
+};
+
 // Sums every (index, row) of `inputs` (same numRows, rowSize and dtype; indices already
 // validated) into `out`: coalesced, indices ascending, one row per index any input holds.
 // Rows of one index are added in input order, then entry order, so every rank that
 // coalesces the same inputs gets the same bits.
-Status coalesceRows(const std::vector<SparseView>& inputs, int divisor, SparseTensor* out);
+// scratch: null for memory of this call only.
+Status coalesceRows(const std::vector<SparseView>& inputs,
+                    int divisor,
+                    SparseTensor* out,
+                    CoalesceScratch* scratch = nullptr);
 
 // An empty tensor of the input's shape and dtype.
 SparseTensor emptyLike(const SparseView& in);

@@ -1,0 +1,32 @@
+// Ranks of distinct keys by counting (see distinct_key_ranks.h).
+//
+// Steps: zero bound / 64 words; set bit k for every key k, refusing a key out of range or
+// already set; one prefix pass writes each word's count of keys before it.
+#include "core/distinct_key_ranks.h"
+
+namespace zen {
+
+bool DistinctKeyRanks::worthIt(size_t count, uint64_t bound) {
+  return bound / 64 <= kWordsPerKey * static_cast<uint64_t>(count);
+}
+
+Status DistinctKeyRanks::build(const KeyValue* items, size_t count, uint64_t bound) {
+  words_.assign(static_cast<size_t>(bound / 64 + 1), Word{0, 0});
+  for (size_t i = 0; i < count; ++i) {
+    const uint64_t key = items[i].key;
+    ZEN_CHECK_ARG(key < bound, "key {} (entry {}) is outside [0, {})", key, i, bound);
+    uint64_t& bits = words_[key >> 6].bits;
+    const uint64_t bit = uint64_t{1} << (key & 63);
+    ZEN_CHECK_ARG((bits & bit) == 0, "key {} (entry {}) repeats; the keys must be distinct", key,
+                  i);
+    bits |= bit;
+  }
+  uint64_t before = 0;
+  for (Word& w : words_) {
+    w.before = before;
+    before += popcount64(w.bits);
+  }
+  return Status::ok();
+}
+
+}  // namespace zen

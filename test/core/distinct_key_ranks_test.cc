@@ -1,0 +1,89 @@
+#include "core/distinct_key_ranks.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace zen {
+namespace {
+
+// count distinct keys drawn uniformly from [0, bound) (a partial Fisher-Yates shuffle).
+std::vector<KeyValue> distinctKeys(size_t count, uint64_t bound, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> all(bound);
+  std::iota(all.begin(), all.end(), uint64_t{0});
+  std::vector<KeyValue> items(count);
+  for (size_t i = 0; i < count; ++i) {
+    std::swap(all[i], all[i + rng() % (bound - i)]);
+    items[i] = KeyValue{all[i], i};
+  }
+  return items;
+}
+
+// Every key's rank must be its position in the std::sort order.
+void expectRanksLikeSort(const std::vector<KeyValue>& items, uint64_t bound) {
+  DistinctKeyRanks ranks;
+  ASSERT_TRUE(ranks.build(items.data(), items.size(), bound).isOk());
+  std::vector<uint64_t> sorted(items.size());
+  std::transform(items.begin(), items.end(), sorted.begin(),
+                 [](const KeyValue& kv) { return kv.key; });
+  std::sort(sorted.begin(), sorted.end());
+  for (const KeyValue& kv : items) {
+    const auto want = static_cast<uint64_t>(std::lower_bound(sorted.begin(), sorted.end(), kv.key) -
+                                            sorted.begin());
+    ASSERT_EQ(ranks.rankOf(kv.key), want) << "key " << kv.key << " of " << items.size();
+  }
+}
+
+TEST(DistinctKeyRanks, MatchesSortOrder) {
+  uint64_t seed = 1;
+  for (uint64_t bound : {1, 63, 64, 65, 1000, 4096, 100'003}) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, static_cast<size_t>(bound / 3),
+                         static_cast<size_t>(bound)}) {
+      if (count > bound) continue;
+      SCOPED_TRACE(testing::Message() << "bound " << bound << ", count " << count);
+      expectRanksLikeSort(distinctKeys(count, bound, seed++), bound);
+    }
+  }
+}
+
+TEST(DistinctKeyRanks, EdgesOfTheRangeAndReuse) {
+  DistinctKeyRanks ranks;
+  const std::vector<KeyValue> edges = {{999, 0}, {0, 1}, {64, 2}, {63, 3}};
+  ASSERT_TRUE(ranks.build(edges.data(), edges.size(), 1000).isOk());
+  EXPECT_EQ(ranks.rankOf(0), 0u);
+  EXPECT_EQ(ranks.rankOf(63), 1u);
+  EXPECT_EQ(ranks.rankOf(64), 2u);
+  EXPECT_EQ(ranks.rankOf(999), 3u);
+  // A second, smaller build on the same object forgets the first one's keys.
+  const std::vector<KeyValue> again = {{5, 0}, {2, 1}};
+  ASSERT_TRUE(ranks.build(again.data(), again.size(), 10).isOk());
+  EXPECT_EQ(ranks.rankOf(2), 0u);
+  EXPECT_EQ(ranks.rankOf(5), 1u);
+}
+
+TEST(DistinctKeyRanks, RefusesRepeatsAndKeysOutOfRange) {
+  DistinctKeyRanks ranks;
+  const std::vector<KeyValue> repeat = {{3, 0}, {70, 1}, {3, 2}};
+  Status s = ranks.build(repeat.data(), repeat.size(), 100);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("key 3 (entry 2) repeats"), std::string::npos) << s.message();
+  const std::vector<KeyValue> outside = {{3, 0}, {100, 1}};
+  s = ranks.build(outside.data(), outside.size(), 100);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("key 100 (entry 1) is outside [0, 100)"), std::string::npos)
+      << s.message();
+}
+
+TEST(DistinctKeyRanks, WorthItOnlyWhenTheTableIsSmall) {
+  EXPECT_TRUE(DistinctKeyRanks::worthIt(40'000, 10'000'000));   // 156,250 words, 3.9 per key
+  EXPECT_FALSE(DistinctKeyRanks::worthIt(30'000, 10'000'000));  // 5.2 words per key
+  EXPECT_TRUE(DistinctKeyRanks::worthIt(0, 63));
+  EXPECT_FALSE(DistinctKeyRanks::worthIt(0, 64));
+}
+
+}  // namespace
+}  // namespace zen
