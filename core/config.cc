@@ -1,5 +1,6 @@
 #include "core/config.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
@@ -45,6 +46,28 @@ Result<Scheme> parseScheme(const std::string& text) {
   }
   return ZEN_ERROR(StatusCode::kInvalidArgument,
                    "ZEN_SCHEME='{}': expected auto, zen, hc, agsparse, blocks or dense", text);
+}
+
+// ZEN_AUTO_SCHEMES: auto's candidates. dense (its sparse output drops rows that sum to zero)
+// and blocks (ALGORITHMS.md §6: a baseline that pays whole blocks) are not among them.
+Result<std::vector<Scheme>> parseAutoSchemes(const std::string& text) {
+  std::vector<Scheme> schemes;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = text.find(',', at);
+    const std::string name = text.substr(at, comma == std::string::npos ? comma : comma - at);
+    Result<Scheme> s = parseScheme(name);
+    ZEN_CHECK_ARG(s.isOk() && (s.value() == Scheme::kZen || s.value() == Scheme::kHc ||
+                               s.value() == Scheme::kAgSparse),
+                  "ZEN_AUTO_SCHEMES='{}': '{}' is not a candidate (expected a comma-separated "
+                  "list of zen, hc, agsparse)",
+                  text, name);
+    ZEN_CHECK_ARG(std::find(schemes.begin(), schemes.end(), s.value()) == schemes.end(),
+                  "ZEN_AUTO_SCHEMES='{}': {} is listed twice", text, name);
+    schemes.push_back(s.value());
+    if (comma == std::string::npos) return schemes;
+    at = comma + 1;
+  }
 }
 
 Result<std::string> parseLogLevel(const std::string& text) {
@@ -127,6 +150,11 @@ const std::map<std::string, Setter>& setters() {
        [](Config& c, const std::string& n, const std::string& v) {
          ZEN_ASSIGN_OR_RETURN(int64_t x, parseInt(n, v, 0, 1000));
          c.autoProfileCalls = static_cast<int>(x);
+         return Status::ok();
+       }},
+      {"ZEN_AUTO_SCHEMES",
+       [](Config& c, const std::string&, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.autoSchemes, parseAutoSchemes(v));
          return Status::ok();
        }},
       {"ZEN_HASH_FUNCTIONS",

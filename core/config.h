@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 
@@ -41,7 +42,10 @@ struct Config {
   double timeoutSeconds = 30.0;       // bounded waits on peers
   std::string logLevel = "warn";
   Scheme scheme = Scheme::kAuto;
-  int autoProfileCalls = 3;  // auto: timed calls per scheme (zen, hc) per bucket; 0 = zen
+  int autoProfileCalls = 3;  // auto: timed calls per candidate per bucket; 0 = the first one
+  // auto: the candidates, in profiling and tie-break order (ZEN_AUTO_SCHEMES, comma-separated;
+  // only the lossless, sparse-output schemes zen, hc and agsparse qualify).
+  std::vector<Scheme> autoSchemes = {Scheme::kZen, Scheme::kHc, Scheme::kAgSparse};
 
   // Algorithm 1.
   int hashFunctions = 3;

@@ -260,6 +260,10 @@ def train(scheme, args, data):
               "test logloss %.4f -> %.4f, AUC %.4f -> %.4f" %
               (scheme, args.steps, elapsed, before[0], after[0], before[1], after[1],
                before[2], after[2], before[3], after[3]), flush=True)
+        if scheme == "auto":  # what the profile settled on, per sparse gradient
+            print("[auto] schemes in the last step: %s" % ", ".join(
+                "%s %s" % (name[len("allreduce."):], stats["tensors"][name]["last_scheme"])
+                for name in sorted(SPARSE)), flush=True)
         print("[%s] parameter sha256 per rank: %s (%s)" %
               (scheme, " ".join(result["digests"]),
                "identical" if len(set(result["digests"])) == 1 else "DIFFERENT"), flush=True)

@@ -3,19 +3,22 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace zen::ops {
 namespace {
 
-// The profiling plan: even calls run zen, odd ones hc (index 0 and 1 of Profile::best).
-Scheme planned(int samples) {
-  return samples % 2 == 0 ? Scheme::kZen : Scheme::kHc;
+std::vector<Scheme> orZen(std::vector<Scheme> candidates) {
+  if (candidates.empty()) candidates.push_back(Scheme::kZen);
+  return candidates;
 }
 
 }  // namespace
 
-AutoScheme::AutoScheme(int profileCalls, size_t maxKeys)
-    : profileCalls_(std::max(profileCalls, 0)), maxKeys_(maxKeys) {}
+AutoScheme::AutoScheme(std::vector<Scheme> candidates, int profileCalls, size_t maxKeys)
+    : candidates_(orZen(std::move(candidates))),
+      profileCalls_(std::max(profileCalls, 0)),
+      maxKeys_(maxKeys) {}
 
 std::string AutoScheme::key(const Response& response) {
   std::string k = fmt::format("{}|{}|", response.totalRows, static_cast<int>(response.dtype));
@@ -27,36 +30,41 @@ std::string AutoScheme::key(const Response& response) {
 }
 
 Scheme AutoScheme::next(const std::string& key) const {
-  if (profileCalls_ == 0) return Scheme::kZen;
+  if (!profiles()) return candidates_.front();
   auto it = profiles_.find(key);
-  if (it == profiles_.end()) return Scheme::kZen;  // first call, or beyond maxKeys_
+  if (it == profiles_.end()) return candidates_.front();  // first call, or beyond maxKeys_
   const Profile& p = it->second;
   if (p.chosen) return *p.chosen;
-  return planned(p.samples);
+  return candidates_[static_cast<size_t>(p.samples) % candidates_.size()];
 }
 
 Status AutoScheme::record(const std::string& key,
                           Scheme scheme,
                           double seconds,
                           Transport& transport) {
-  if (profileCalls_ == 0 || transport.size() == 1) return Status::ok();
+  if (!profiles() || transport.size() == 1) return Status::ok();
   auto it = profiles_.find(key);
   if (it == profiles_.end()) {
     if (profiles_.size() >= maxKeys_) return Status::ok();
-    it = profiles_.emplace(key, Profile{}).first;
+    it = profiles_.emplace(key, Profile{0, std::vector<double>(candidates_.size()), {}}).first;
   }
   Profile& p = it->second;
   if (p.chosen) return Status::ok();
-  const Scheme expected = planned(p.samples);
-  ZEN_CHECK_ARG(scheme == expected, "auto scheme: call {} of a bucket ran {}, expected {}",
-                p.samples, schemeName(scheme), schemeName(expected));
-  double& best = p.best[p.samples % 2];
-  best = p.samples < 2 ? seconds : std::min(best, seconds);
-  if (++p.samples < 2 * profileCalls_) return Status::ok();
+  const size_t k = candidates_.size();
+  const size_t slot = static_cast<size_t>(p.samples) % k;
+  ZEN_CHECK_ARG(scheme == candidates_[slot], "auto scheme: call {} of a bucket ran {}, expected {}",
+                p.samples, schemeName(scheme), schemeName(candidates_[slot]));
+  double& best = p.best[slot];
+  best = static_cast<size_t>(p.samples) < k ? seconds : std::min(best, seconds);
+  if (static_cast<size_t>(++p.samples) < k * static_cast<size_t>(profileCalls_)) {
+    return Status::ok();
+  }
 
-  double sums[2] = {p.best[0], p.best[1]};
-  ZEN_RETURN_IF_ERROR(transport.allreduce(sums, 2, DataType::kFloat64));
-  p.chosen = sums[1] < sums[0] ? Scheme::kHc : Scheme::kZen;
+  std::vector<double> sums = p.best;
+  ZEN_RETURN_IF_ERROR(transport.allreduce(sums.data(), k, DataType::kFloat64));
+  // The first minimum: a tie goes to the earlier candidate, on every rank alike.
+  p.chosen =
+      candidates_[static_cast<size_t>(std::min_element(sums.begin(), sums.end()) - sums.begin())];
   return Status::ok();
 }
 

@@ -54,6 +54,7 @@ CpuExecutorOptions CpuExecutorOptions::fromConfig(const Config& config) {
   CpuExecutorOptions o;
   o.scheme = config.scheme;
   o.autoProfileCalls = config.autoProfileCalls;
+  o.autoSchemes = config.autoSchemes;
   o.seed = config.seed;
   o.hashFunctions = config.hashFunctions;
   o.memoryFactor = config.hashMemoryFactor;
@@ -65,7 +66,7 @@ CpuExecutor::CpuExecutor(std::unique_ptr<Transport> transport, CpuExecutorOption
     : transport_(std::move(transport)),
       options_(options),
       pool_(options.threads),
-      autoScheme_(options.autoProfileCalls) {}
+      autoScheme_(options.autoSchemes, options.autoProfileCalls) {}
 
 Status CpuExecutor::execute(const Response& response,
                             const std::vector<TensorEntry*>& entries,

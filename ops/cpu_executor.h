@@ -8,8 +8,8 @@
 //   single tensor runs in place in its output.
 // - sparse allreduce: the bucket is one virtual tensor (index spaces concatenated at
 //   Response::rowOffsets, totalRows rows) through ops::sparseAllreduce with ZEN_SCHEME (auto:
-//   zen or hc as ops/auto_scheme.h profiled for this bucket); the coalesced result is split
-//   back per tensor (sparse, or scattered into a dense output).
+//   zen, hc or agsparse as ops/auto_scheme.h profiled for this bucket); the coalesced result is
+//   split back per tensor (sparse, or scattered into a dense output).
 // - allgather: every tensor's rows packed into one buffer, one allgatherv, unpacked.
 // - broadcast: Transport::broadcast in place (never fused).
 // - alltoall: ops::alltoall straight from the input with the plan's splits (never fused); the
@@ -20,6 +20,7 @@
 // rule) / no rows for the tensors it did not post.
 
 #include <memory>
+#include <vector>
 
 #include "core/config.h"
 #include "core/executor.h"
@@ -34,10 +35,11 @@ namespace zen::ops {
 struct CpuExecutorOptions {
   Scheme scheme = Scheme::kAuto;  // ZEN_SCHEME
   int autoProfileCalls = 3;       // ZEN_AUTO_PROFILE_CALLS (ops/auto_scheme.h)
-  uint64_t seed = 0x5eed2e2ULL;   // ZEN_SEED
-  int hashFunctions = 3;          // ZEN_HASH_FUNCTIONS
-  double memoryFactor = 1.5;      // ZEN_HASH_MEMORY_FACTOR
-  int threads = 0;                // ZEN_THREADS (0: all cores)
+  std::vector<Scheme> autoSchemes = Config().autoSchemes;  // ZEN_AUTO_SCHEMES
+  uint64_t seed = 0x5eed2e2ULL;                            // ZEN_SEED
+  int hashFunctions = 3;                                   // ZEN_HASH_FUNCTIONS
+  double memoryFactor = 1.5;                               // ZEN_HASH_MEMORY_FACTOR
+  int threads = 0;                                         // ZEN_THREADS (0: all cores)
 
   static CpuExecutorOptions fromConfig(const Config& config);
 };

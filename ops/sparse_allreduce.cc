@@ -9,8 +9,8 @@
 //      every disagreement, so all return the same kInvalidArgument naming the rank; none is
 //      left waiting in a collective the others never enter.
 //   4. no non-zero on any rank: empty (or zero dense) output, no more wire.
-//   5. kAuto resolves to zen (the paper's winner in practice; the executors choose between zen
-//      and hc by profiling, ops/auto_scheme.h); run the scheme; fill SyncStats.
+//   5. kAuto resolves to zen (the paper's winner in practice; the CPU executor chooses among
+//      zen, hc and agsparse by profiling, ops/auto_scheme.h); run the scheme; fill SyncStats.
 // Bytes on the wire per rank: (n - 1) x 56 sent and received in step 3 (plus the error text
 // when a rank failed), then the scheme's (see its file).
 #include "ops/sparse_allreduce.h"

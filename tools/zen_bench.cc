@@ -51,10 +51,15 @@ Result<std::vector<Scheme>> parseSchemes(const std::string& text) {
   if (text == "all") return std::vector<Scheme>(std::begin(kAllSchemes), std::end(kAllSchemes));
   std::vector<Scheme> schemes;
   for (const std::string& name : splitList(text)) {
+    if (name == schemeName(Scheme::kAuto)) {
+      schemes.push_back(Scheme::kAuto);
+      continue;
+    }
     auto it = std::find_if(std::begin(kAllSchemes), std::end(kAllSchemes),
                            [&](Scheme s) { return name == schemeName(s); });
     ZEN_CHECK_ARG(it != std::end(kAllSchemes),
-                  "unknown scheme '{}' (expected zen, hc, agsparse, blocks, dense or all)", name);
+                  "unknown scheme '{}' (expected auto, zen, hc, agsparse, blocks, dense or all)",
+                  name);
     schemes.push_back(*it);
   }
   ZEN_CHECK_ARG(!schemes.empty(), "--scheme lists no scheme");
@@ -198,11 +203,16 @@ int main(int argc, char** argv) {
   std::string dtype = "float32";
   std::string op = "sum";
   std::string output = "dense";
+  std::string autoSchemes = "zen,hc,agsparse";
   po::options_description desc(
       "zen-bench: sparse allreduce schemes side by side (nccl-tests style)");
   desc.add_options()("help,h", "show this help")(
       "scheme", po::value(&schemes)->default_value(schemes),
-      "zen,hc,agsparse,blocks,dense (comma list) or all")(
+      "auto,zen,hc,agsparse,blocks,dense (comma list) or all (every one but auto)")(
+      "auto-schemes", po::value(&autoSchemes)->default_value(autoSchemes),
+      "auto's candidates, in order (as ZEN_AUTO_SCHEMES)")(
+      "auto-profile-calls", po::value(&o.autoProfileCalls)->default_value(o.autoProfileCalls),
+      "auto: timed calls per candidate before choosing (as ZEN_AUTO_PROFILE_CALLS)")(
       "transport", po::value(&o.transport)->default_value(o.transport), "inprocess, tcp or mpi")(
       "ranks,n", po::value(&o.ranks)->default_value(o.ranks),
       "ranks as threads (inprocess, tcp without ZEN_RANK)")(
@@ -245,6 +255,11 @@ int main(int argc, char** argv) {
   auto parsedSchemes = bench::parseSchemes(schemes);
   if (!parsedSchemes.isOk()) return fail(parsedSchemes.status());
   o.schemes = parsedSchemes.value();
+  // The library's own parser and checks (core/config.cc).
+  auto autoConfig = Config::parse({{"ZEN_AUTO_SCHEMES", autoSchemes},
+                                   {"ZEN_AUTO_PROFILE_CALLS", std::to_string(o.autoProfileCalls)}});
+  if (!autoConfig.isOk()) return fail(autoConfig.status());
+  o.autoSchemes = autoConfig.value().autoSchemes;
   auto parsedType = bench::parseType(dtype);
   if (!parsedType.isOk()) return fail(parsedType.status());
   o.dtype = parsedType.value();

@@ -54,6 +54,13 @@ std::vector<Row> reduceSamples(const BenchOptions& o,
         row.busiestBytes = std::max({row.busiestBytes, x.bytesSent, x.bytesReceived});
         row.wrong += x.wrong;
       }
+      if (row.scheme == Scheme::kAuto) {
+        const double first = all.front()[k].autoChoice;
+        const bool agreed = std::all_of(all.begin(), all.end(), [&](const std::vector<Sample>& r) {
+          return r[k].autoChoice == first;
+        });
+        row.autoChoice = agreed ? static_cast<Scheme>(static_cast<int>(first)) : Scheme::kAuto;
+      }
       row.algbw = size / row.seconds / 1e9;
       row.busbw = row.algbw * factor;
       row.wirebw = row.bytesPerRank / row.seconds / 1e9;
@@ -104,6 +111,12 @@ void printTable(std::FILE* out,
     wrong += r.wrong;
     busbw += r.busbw;
   }
+  for (const Row& r : rows) {
+    if (r.scheme != Scheme::kAuto) continue;
+    fmt::print(out, "# auto at density {:.4f}: {}\n", r.density,
+               r.autoChoice == Scheme::kAuto ? "the ranks chose differently (a bug)"
+                                             : schemeName(r.autoChoice));
+  }
   fmt::print(out, "# Wrong elements vs dense: {:.0f} {}\n", wrong, wrong == 0 ? "OK" : "FAILED");
   fmt::print(out, "# Avg bus bandwidth    : {:.3f} GB/s\n",
              rows.empty() ? 0.0 : busbw / static_cast<double>(rows.size()));
@@ -134,11 +147,12 @@ Status writeJson(const std::string& path,
                "\"nnz\": {}, \"outputNnz\": {}, \"scheme\": \"{}\", \"timeUs\": {}, \"algbw\": {}, "
                "\"busbw\": {}, \"wirebw\": {}, \"bytesPerRank\": {}, \"busiestBytes\": {}, "
                "\"imbalance\": {}, \"speedupVsDense\": {}, \"modelUs\": {}, "
-               "\"modelSpeedupVsDense\": {}, \"wrong\": {}}}",
+               "\"modelSpeedupVsDense\": {}, \"wrong\": {}, \"autoChoice\": \"{}\"}}",
                i == 0 ? "" : ",", r.sizeBytes, r.count, dataTypeName(o.dtype), r.density,
                r.inputNnz, r.outputNnz, schemeName(r.scheme), r.seconds * 1e6, r.algbw, r.busbw,
                r.wirebw, r.bytesPerRank, r.busiestBytes, r.imbalance, r.speedup,
-               r.modelSeconds * 1e6, r.modelSpeedup, r.wrong);
+               r.modelSeconds * 1e6, r.modelSpeedup, r.wrong,
+               r.scheme == Scheme::kAuto ? schemeName(r.autoChoice) : "");
   }
   fmt::print(f, "\n  ]\n}}\n");
   const bool ok = std::fclose(f) == 0;

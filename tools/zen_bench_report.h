@@ -31,6 +31,8 @@ struct Row {
   double modelSeconds = 0;
   double modelSpeedup = 0;
   double wrong = 0;  // summed over ranks
+  // auto: the scheme every rank settled on; kAuto when the ranks disagree (a bug).
+  Scheme autoChoice = Scheme::kAuto;
 };
 
 // all[rank][k] as runRank returns it; rows for the requested schemes only.

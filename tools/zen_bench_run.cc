@@ -9,6 +9,7 @@
 #include <random>
 #include <unordered_set>
 
+#include "ops/auto_scheme.h"
 #include "ops/sparse_rows.h"
 #include "test/common/sparse_inputs.h"
 
@@ -94,9 +95,24 @@ Status runScheme(ops::Transport& t,
   auto call = [&]() -> Status {
     Status s = ops::sparseAllreduce(options, last);
     if (s.isOk()) return s;
-    return ZEN_ERROR(s.code(), "rank {}, scheme {}: {}", t.rank(), schemeName(scheme),
+    return ZEN_ERROR(s.code(), "rank {}, scheme {}: {}", t.rank(), schemeName(options.scheme),
                      s.toString());
   };
+  if (scheme == Scheme::kAuto) {
+    // As the executor profiles a bucket (untimed here, so that the timed loop measures what a
+    // training run gets after its first k x P steps); every rank ends with the same choice.
+    ops::AutoScheme profiler(o.autoSchemes, o.autoProfileCalls);
+    const std::string key = "bench";
+    const size_t profiling = o.autoSchemes.size() * static_cast<size_t>(o.autoProfileCalls);
+    for (size_t i = 0; i < profiling && !profiler.chosen(key); ++i) {
+      options.scheme = profiler.next(key);
+      ZEN_RETURN_IF_ERROR(call());
+      if (last->stats.totalNnz == 0) continue;  // nothing exchanged: the executor's rule
+      ZEN_RETURN_IF_ERROR(profiler.record(key, last->stats.scheme, last->stats.seconds, t));
+    }
+    options.scheme = profiler.next(key);
+    sample->autoChoice = static_cast<double>(options.scheme);
+  }
   for (int i = 0; i < o.warmup; ++i) ZEN_RETURN_IF_ERROR(call());
   ZEN_RETURN_IF_ERROR(t.barrier());  // start the timed loop together
   const auto start = Clock::now();

@@ -19,6 +19,9 @@ namespace zen::bench {
 
 struct BenchOptions {
   std::vector<Scheme> schemes;  // in table order
+  // auto (ops/auto_scheme.h): k x P profiling calls before the warm-up, then the chosen scheme.
+  std::vector<Scheme> autoSchemes = Config().autoSchemes;
+  int autoProfileCalls = Config().autoProfileCalls;
   std::string transport = "inprocess";
   int ranks = 8;             // threads (in-process, TCP over loopback)
   int64_t rows = 1'000'000;  // |G|
@@ -44,9 +47,10 @@ struct Sample {
   double bytesSent = 0;
   double bytesReceived = 0;
   double imbalance = 0;
-  double inputNnz = 0;   // distinct rows of this rank's input
-  double outputNnz = 0;  // rows of the result (stats.outputNnz)
-  double wrong = 0;      // elements that differ from the dense scheme's result
+  double inputNnz = 0;    // distinct rows of this rank's input
+  double outputNnz = 0;   // rows of the result (stats.outputNnz)
+  double wrong = 0;       // elements that differ from the dense scheme's result
+  double autoChoice = 0;  // auto: the Scheme it settled on, as a number (gathered as doubles)
 };
 
 // The schemes that run: the requested ones, with dense first even when not requested (it is

@@ -30,12 +30,13 @@ from zen.runner.mpi_run import TagParser  # noqa: E402
 
 LINE = re.compile(r"^\[(\d+)\]<(stdout|stderr)>:(.*)$")
 KNOB_FLAGS = ["--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5", "--cache-capacity", "512",
-              "--scheme", "hc", "--auto-profile-calls", "2", "--hash-functions", "4", "--stall-check-time", "30",
+              "--scheme", "hc", "--auto-profile-calls", "2", "--auto-schemes", "agsparse,zen",
+              "--hash-functions", "4", "--stall-check-time", "30",
               "--log-level", "DEBUG", "--timeline-filename", "/tmp/zen-timeline.json",
               "--timeline-mark-cycles"]
 KNOB_ENV = {"ZEN_FUSION_THRESHOLD": str(64 << 20), "ZEN_CYCLE_TIME": "2.5",
             "ZEN_CACHE_CAPACITY": "512", "ZEN_SCHEME": "hc", "ZEN_AUTO_PROFILE_CALLS": "2",
-            "ZEN_HASH_FUNCTIONS": "4",
+            "ZEN_AUTO_SCHEMES": "agsparse,zen", "ZEN_HASH_FUNCTIONS": "4",
             "ZEN_STALL_CHECK_TIME_SECONDS": "30", "ZEN_LOG_LEVEL": "debug",
             "ZEN_TIMELINE": "/tmp/zen-timeline.json", "ZEN_TIMELINE_MARK_CYCLES": "1"}
 PLACEMENT = ("ZEN_RANK", "ZEN_SIZE", "ZEN_LOCAL_RANK", "ZEN_LOCAL_SIZE", "ZEN_CROSS_RANK",
@@ -128,6 +129,8 @@ def test_help_and_version():
     (["-np", "two", "true"], "expected an integer, not 'two'"),
     (["-np", "2", "--scheme", "fast", "true"], "invalid choice: 'fast'"),
     (["-np", "2", "--hash-functions", "9", "true"], "--hash-functions must be in [1, 8]"),
+    (["-np", "2", "--auto-schemes", "zen,dense", "true"], "'dense' is not a candidate"),
+    (["-np", "2", "--auto-schemes", "hc,hc", "true"], "a scheme is listed twice in 'hc,hc'"),
     (["-np", "2", "--fusion-threshold-mb", "-1", "true"], "--fusion-threshold-mb must be"),
     (["-np", "2", "--cycle-time-ms", "x", "true"], "expected a number, not 'x'"),
     (["-np", "2", "--log-level", "loud", "true"], "expected one of trace, debug"),

@@ -15,6 +15,7 @@ DEFAULT_LAUNCH_COMMAND = "ssh -o BatchMode=yes {host}"
 DEFAULT_START_TIMEOUT = 30.0
 DEFAULT_GRACE_SECONDS = 5.0
 SCHEMES = ("auto", "zen", "hc", "agsparse", "blocks", "dense")
+AUTO_SCHEMES = ("zen", "hc", "agsparse")  # auto's candidates (ops/auto_scheme.h)
 LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "critical", "off")
 _LOG_LEVEL_ALIASES = {"warning": "warn", "fatal": "critical"}  # Horovod's spellings
 
@@ -27,6 +28,7 @@ ZEN_CONTROLLER_ADDR ZEN_CONTROLLER_FD ZEN_SECRET ZEN_FUSION_THRESHOLD ZEN_CYCLE_
 ZEN_CACHE_CAPACITY
 ZEN_TIMELINE ZEN_TIMELINE_MARK_CYCLES ZEN_STALL_CHECK_TIME_SECONDS
 ZEN_STALL_SHUTDOWN_TIME_SECONDS ZEN_TIMEOUT ZEN_LOG_LEVEL ZEN_SCHEME ZEN_AUTO_PROFILE_CALLS
+ZEN_AUTO_SCHEMES
 ZEN_HASH_FUNCTIONS
 ZEN_HASH_MEMORY_FACTOR ZEN_SEED ZEN_THREADS
 """.split())
@@ -77,6 +79,19 @@ def _number(kind, lo=None, hi=None, integer=False):
         return value
 
     return parse
+
+
+def _auto_schemes(text):
+    """A comma-separated list of auto's candidates, each once (core/config.cc checks the same)."""
+    names = text.split(",")
+    for name in names:
+        if name not in AUTO_SCHEMES:
+            raise argparse.ArgumentTypeError(
+                f"'{name}' is not a candidate (expected a comma-separated list of "
+                f"{', '.join(AUTO_SCHEMES)})")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"a scheme is listed twice in '{text}'")
+    return text
 
 
 def _log_level(text):
@@ -145,8 +160,12 @@ def build_parser():
                        help="sparse allreduce algorithm -> ZEN_SCHEME (default auto)")
     knobs.add_argument("--auto-profile-calls", metavar="P",
                        type=_number("--auto-profile-calls", lo=0, hi=1000, integer=True),
-                       help="auto: timed calls of zen and of hc per bucket before choosing "
-                            "-> ZEN_AUTO_PROFILE_CALLS (default 3; 0: always zen)")
+                       help="auto: timed calls of each candidate per bucket before choosing "
+                            "-> ZEN_AUTO_PROFILE_CALLS (default 3; 0: always the first "
+                            "candidate)")
+    knobs.add_argument("--auto-schemes", metavar="S,...", type=_auto_schemes,
+                       help="auto: the candidates profiled, in order (ties go to the earlier) "
+                            "-> ZEN_AUTO_SCHEMES (default zen,hc,agsparse)")
     knobs.add_argument("--hash-functions", metavar="K",
                        type=_number("--hash-functions", lo=1, hi=8, integer=True),
                        help="Algorithm 1's k -> ZEN_HASH_FUNCTIONS (default 3)")
@@ -244,6 +263,8 @@ def knob_env(args):
         env["ZEN_SCHEME"] = args.scheme
     if args.auto_profile_calls is not None:
         env["ZEN_AUTO_PROFILE_CALLS"] = str(args.auto_profile_calls)
+    if args.auto_schemes is not None:
+        env["ZEN_AUTO_SCHEMES"] = args.auto_schemes
     if args.hash_functions is not None:
         env["ZEN_HASH_FUNCTIONS"] = str(args.hash_functions)
     if args.timeline_filename is not None:
