@@ -3,7 +3,7 @@
 #include "ops/adasum.h"
 
 #include <algorithm>
-#include <cstring>
+#include <type_traits>
 
 namespace zen::ops {
 namespace {
@@ -91,9 +91,11 @@ struct Range {
   size_t size() const { return end - begin; }
 };
 
-// One halving level as this rank saw it: the segment [lo, hi) it held, the half it kept.
+// One halving level as this rank saw it: the segment it held and the half it kept (the first
+// on the lower rank of the pair).
 struct Level {
   int peer = 0;
+  bool low = true;
   Range held;
   Range kept;
 };
@@ -116,7 +118,7 @@ class Halving {
       const size_t mid = held.begin + held.size() / 2;
       const Range kept = low ? Range{held.begin, mid} : Range{mid, held.end};
       const Range given = low ? Range{mid, held.end} : Range{held.begin, mid};
-      levels.push_back({me ^ d, held, kept});
+      levels.push_back({me ^ d, low, held, kept});
       theirs_.resize(kept.size());
       ZEN_RETURN_IF_ERROR(exchange(t_, me ^ d, x_.data() + given.begin, given.size(),
                                    theirs_.data(), kept.size(), kTagHalf));
@@ -132,8 +134,8 @@ class Halving {
     // The allgather: the halving in reverse, each pair swapping the halves it kept.
     for (auto level = levels.rbegin(); level != levels.rend(); ++level) {
       const Range& kept = level->kept;
-      const Range other = kept.begin == level->held.begin ? Range{kept.end, level->held.end}
-                                                          : Range{level->held.begin, kept.begin};
+      const Range other =
+          level->low ? Range{kept.end, level->held.end} : Range{level->held.begin, kept.begin};
       ZEN_RETURN_IF_ERROR(exchange(t_, level->peer, x_.data() + kept.begin, kept.size(),
                                    x_.data() + other.begin, other.size(), kTagGather));
     }

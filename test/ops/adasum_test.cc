@@ -141,6 +141,37 @@ TEST_P(TransportTest, AdasumMatchesTheTreeInDoubleOrRefusesOtherWorldSizes) {
   run(checkAdasumEveryDtypeOrRefusal);
 }
 
+// Buckets smaller than the number of ranks: the halving reaches empty and one-element
+// segments.
+TEST_P(TransportTest, AdasumOfBucketsSmallerThanTheWorld) {
+  run([&](Transport& t) {
+    const int n = t.size();
+    if ((n & (n - 1)) != 0) return;  // refused: AdasumMatchesTheTree... checks that
+    const int me = t.rank();
+    for (const std::vector<size_t>& counts : {std::vector<size_t>{1}, {0, 2}, {1, 0, 1}, {}}) {
+      std::vector<std::vector<double>> x(counts.size());
+      AdasumOptions o;
+      o.transport = &t;
+      o.dtype = DataType::kFloat64;
+      for (size_t k = 0; k < counts.size(); ++k) {
+        for (size_t i = 0; i < counts[k]; ++i) x[k].push_back(inputValue(me, k + 1, i));
+        o.tensors.push_back({x[k].data(), x[k].data(), counts[k]});
+      }
+      ASSERT_TRUE(adasum(o).isOk());
+      for (size_t k = 0; k < counts.size(); ++k) {
+        std::vector<std::vector<double>> all(static_cast<size_t>(n));
+        for (int r = 0; r < n; ++r) {
+          for (size_t i = 0; i < counts[k]; ++i) all[r].push_back(inputValue(r, k + 1, i));
+        }
+        const std::vector<double> want = zen::testing::adasumTree(all);
+        for (size_t i = 0; i < counts[k]; ++i) {
+          EXPECT_NEAR(x[k][i], want[i], 1e-12 * (1 + std::abs(want[i]))) << k << " " << i;
+        }
+      }
+    }
+  });
+}
+
 TEST_P(TransportTest, AdasumRefusesIntegerDtypes) {
   run([&](Transport& t) {
     std::vector<int32_t> x(3, 1);
