@@ -64,15 +64,16 @@ Result<DataType> dtypeOf(int32_t dtype) {
 }
 
 Result<ReduceOp> reduceOpOf(int32_t op) {
-  ZEN_CHECK_ARG(op >= ZEN_SUM && op <= ZEN_PRODUCT,
-                "unknown reduce op {} (zen_reduce_op_t: ZEN_SUM, ZEN_AVERAGE, ZEN_MIN, ZEN_MAX or "
-                "ZEN_PRODUCT, 0..4)",
+  ZEN_CHECK_ARG(op >= ZEN_SUM && op <= ZEN_ADASUM,
+                "unknown reduce op {} (zen_reduce_op_t: ZEN_SUM, ZEN_AVERAGE, ZEN_MIN, ZEN_MAX, "
+                "ZEN_PRODUCT or ZEN_ADASUM, 0..5)",
                 op);
   static_assert(ZEN_SUM == static_cast<int>(ReduceOp::kSum) &&
                     ZEN_AVERAGE == static_cast<int>(ReduceOp::kAverage) &&
                     ZEN_MIN == static_cast<int>(ReduceOp::kMin) &&
                     ZEN_MAX == static_cast<int>(ReduceOp::kMax) &&
-                    ZEN_PRODUCT == static_cast<int>(ReduceOp::kProduct),
+                    ZEN_PRODUCT == static_cast<int>(ReduceOp::kProduct) &&
+                    ZEN_ADASUM == static_cast<int>(ReduceOp::kAdasum),
                 "zen_reduce_op_t mirrors zen::ReduceOp");
   return static_cast<ReduceOp>(op);
 }

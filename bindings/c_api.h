@@ -55,8 +55,9 @@ extern "C" {
 
 /* 3: alltoall and reducescatter (zen_op_t gained splits and num_splits).
  * 4: zen_sparse_result_placed; the sparse result of CUDA inputs stays on their device
- *    (zen_sparse_result refuses it with ZEN_INVALID_ARGUMENT). */
-#define ZEN_C_API_VERSION 4
+ *    (zen_sparse_result refuses it with ZEN_INVALID_ARGUMENT).
+ * 5: ZEN_ADASUM. */
+#define ZEN_C_API_VERSION 5
 
 /* Codes 1..8 are the daemon's status codes (zen::StatusCode). */
 typedef enum zen_code {
@@ -83,15 +84,19 @@ typedef enum zen_dtype {
   ZEN_INT64 = 5
 } zen_dtype_t;
 
-/* Dense allreduce and reducescatter take all five; sparse allreduce ZEN_SUM and ZEN_AVERAGE
- * only (others are refused at enqueue). Min/max/product: every rank gets identical bits; 16-bit
- * floats are reduced in fp32 on the CPU; int32/int64 products wrap like two's complement. */
+/* Dense allreduce and reducescatter take the first five; sparse allreduce ZEN_SUM and
+ * ZEN_AVERAGE only (others are refused at enqueue). Min/max/product: every rank gets identical
+ * bits; 16-bit floats are reduced in fp32 on the CPU; int32/int64 products wrap like two's
+ * complement. ZEN_ADASUM (Horovod's Adasum): dense allreduce of host floating-point tensors
+ * on a power-of-two number of ranks only, computed in fp64, identical bits on every rank;
+ * anything else is refused at enqueue (CUDA tensors with ZEN_UNIMPLEMENTED). */
 typedef enum zen_reduce_op {
   ZEN_SUM = 0,
   ZEN_AVERAGE = 1,
   ZEN_MIN = 2,
   ZEN_MAX = 3,
-  ZEN_PRODUCT = 4
+  ZEN_PRODUCT = 4,
+  ZEN_ADASUM = 5
 } zen_reduce_op_t;
 
 typedef enum zen_op_kind {

@@ -148,6 +148,19 @@ std::optional<std::string> splitsDisagreement(const std::string& name,
   return msg;
 }
 
+// Adasum (ops/adasum.h) combines pairs of ranks level by level and measures angles, so it needs
+// floating-point values and a power-of-two number of ranks (as Horovod).
+Status checkAdasum(const Request& q, int size) {
+  ZEN_CHECK_ARG(q.dtype != DataType::kInt32 && q.dtype != DataType::kInt64,
+                "tensor '{}': adasum needs a floating-point tensor (float16, bfloat16, float32 or "
+                "float64), not {}",
+                q.name, dataTypeName(q.dtype));
+  ZEN_CHECK_ARG(size > 0 && (size & (size - 1)) == 0,
+                "tensor '{}': adasum needs a power-of-two number of ranks, this job has {}", q.name,
+                size);
+  return Status::ok();
+}
+
 }  // namespace
 
 std::string formatRanks(const std::vector<int>& ranks) {
@@ -175,13 +188,17 @@ Status checkRequest(const Request& q, int size) {
                     "tensor '{}': row size {} does not match dense shape {} (rows of {})", q.name,
                     q.rowSize, q.shape.toString(), q.shape.rowSize());
       ZEN_CHECK_ARG(q.reduceOp == ReduceOp::kSum || q.reduceOp == ReduceOp::kAverage,
-                    "tensor '{}': sparse allreduce reduces with sum or average, not {} (min, max "
-                    "and product are for dense tensors)",
+                    "tensor '{}': sparse allreduce reduces with sum or average, not {} (min, max, "
+                    "product and adasum are for dense tensors)",
                     q.name, reduceOpName(q.reduceOp));
       break;
+    case OpType::kReducescatter:
+      ZEN_CHECK_ARG(q.reduceOp != ReduceOp::kAdasum,
+                    "tensor '{}': reducescatter does not take adasum (it is for dense allreduce)",
+                    q.name);
+      [[fallthrough]];
     case OpType::kAllgather:
     case OpType::kAlltoall:
-    case OpType::kReducescatter:
       ZEN_CHECK_ARG(q.shape.rank() >= 1, "tensor '{}': {} needs at least one dimension", q.name,
                     opTypeName(q.op));
       break;
@@ -195,6 +212,8 @@ Status checkRequest(const Request& q, int size) {
                     kJoinTensorName, q.name);
       break;
     case OpType::kAllreduce:
+      if (q.reduceOp == ReduceOp::kAdasum) ZEN_RETURN_IF_ERROR(checkAdasum(q, size));
+      break;
     case OpType::kBarrier:
       break;
   }

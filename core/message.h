@@ -28,10 +28,11 @@ inline constexpr int kNumOpTypes = 8;
 const char* opTypeName(OpType op);
 
 // How a dense allreduce combines the ranks' elements (Horovod's Sum, Average, Min, Max,
-// Product; no Adasum). Sparse allreduce takes kSum and kAverage only. The values are wire codes
-// (core/message_codec): append, never renumber.
-enum class ReduceOp : uint8_t { kSum, kAverage, kMin, kMax, kProduct };
-inline constexpr int kNumReduceOps = 5;
+// Product, Adasum). Sparse allreduce takes kSum and kAverage only; kAdasum is for dense
+// allreduce of floating-point tensors on a power-of-two number of ranks, on the CPU
+// (ops/adasum.h). The values are wire codes (core/message_codec): append, never renumber.
+enum class ReduceOp : uint8_t { kSum, kAverage, kMin, kMax, kProduct, kAdasum };
+inline constexpr int kNumReduceOps = 6;
 const char* reduceOpName(ReduceOp op);
 
 // The name every join request carries, as Horovod's "join.noname": a rank joins once at a time,

@@ -427,6 +427,12 @@ CudaExecutor::~CudaExecutor() = default;
 Status CudaExecutor::accept(TensorEntry& entry) {
   const Device device = entryDevice(entry);
   const std::string& name = entry.request.name;
+  // Refused at enqueue: every rank posting the tensor refuses it, none waits for the others.
+  if (entry.request.reduceOp == ReduceOp::kAdasum) {
+    return ZEN_ERROR(StatusCode::kUnimplemented,
+                     "tensor '{}' is on {}: adasum runs on the CPU only (pass host tensors)", name,
+                     device.toString());
+  }
 #ifndef ZEN_HAVE_NCCL
   return ZEN_ERROR(StatusCode::kInvalidArgument,
                    "tensor '{}' is on {}, but zen was built without NCCL, which its GPU "

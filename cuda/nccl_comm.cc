@@ -86,6 +86,9 @@ Result<ncclRedOp_t> ncclOp(ReduceOp op, DataType dtype, int rank, const char* ca
       return ncclMax;
     case ReduceOp::kProduct:
       return ncclProd;
+    case ReduceOp::kAdasum:
+      return ZEN_ERROR(StatusCode::kUnimplemented, "{} on rank {}: adasum has no NCCL op", call,
+                       rank);
   }
   return ZEN_ERROR(StatusCode::kInvalidArgument, "{} on rank {}: unknown reduce op {}", call, rank,
                    static_cast<int>(op));

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "ops/adasum.h"
 #include "ops/alltoall.h"
 #include "ops/reduce.h"
 #include "ops/reducescatter.h"
@@ -137,6 +138,7 @@ Status CpuExecutor::execute(const Response& response,
 Status CpuExecutor::allreduce(const Response& r,
                               const std::vector<TensorEntry*>& entries,
                               BucketReport* report) {
+  if (r.reduceOp == ReduceOp::kAdasum) return adasum(r, entries, report);
   report->scheme = "allreduce";
   const size_t elementSize = dataTypeSize(r.dtype);
   const int divisor = r.reduceOp == zen::ReduceOp::kAverage ? transport_->size() : 1;
@@ -189,6 +191,29 @@ Status CpuExecutor::allreduce(const Response& r,
   }
   addPhase(report, "UNFUSE", start, Clock::now());
   return Status::ok();
+}
+
+Status CpuExecutor::adasum(const Response& r,
+                           const std::vector<TensorEntry*>& entries,
+                           BucketReport* report) {
+  report->scheme = "adasum";
+  AdasumOptions o;
+  o.transport = transport_.get();
+  o.dtype = r.dtype;
+  o.scratch = &adasumScratch_;
+  o.phases = &report->phases;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    // Each tensor keeps its own bounds in the fused bucket: dot products are per tensor.
+    AdasumTensor x;
+    x.count = static_cast<size_t>(r.shapes[i].numElements());
+    if (entries[i] != nullptr) {
+      x.input = entries[i]->input.data;
+      x.output = entries[i]->output.data;
+    }
+    report->rows += static_cast<int64_t>(x.count);
+    o.tensors.push_back(x);
+  }
+  return ops::adasum(o);
 }
 
 Status CpuExecutor::sparse(const Response& r,

@@ -5,7 +5,8 @@
 // - allreduce: the bucket's tensors are copied into one fusion buffer (kept across steps,
 //   grown to the largest bucket seen), reduced by Transport::allreduce with the bucket's op
 //   (sum, min, max, product; 16-bit floats in fp32), divided by n for Average, copied out. A
-//   single tensor runs in place in its output.
+//   single tensor runs in place in its output. Adasum buckets go to ops::adasum instead (an
+//   fp64 bucket of its own that keeps every tensor's bounds: dot products are per tensor).
 // - sparse allreduce: the bucket is one virtual tensor (index spaces concatenated at
 //   Response::rowOffsets, totalRows rows) through ops::sparseAllreduce with ZEN_SCHEME (auto:
 //   zen, hc or agsparse as ops/auto_scheme.h profiled for this bucket); the coalesced result is
@@ -16,8 +17,8 @@
 //   rows received and the received splits go into the handle's OpResult.
 // - reducescatter: ops::reducescatter over the bucket (rank p's block holds every tensor's
 //   piece p; the fusion buffer is the scratch), divided by n for Average.
-// A rank that has joined contributes the op's identity (zeros for sum and average: Horovod's
-// rule) / no rows for the tensors it did not post.
+// A rank that has joined contributes the op's identity (zeros for sum, average and adasum:
+// Horovod's rule) / no rows for the tensors it did not post.
 
 #include <memory>
 #include <vector>
@@ -56,6 +57,7 @@ class CpuExecutor final : public Executor {
 
  private:
   Status allreduce(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
+  Status adasum(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
   Status sparse(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
   Status allgather(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
   Status broadcast(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
@@ -67,8 +69,9 @@ class CpuExecutor final : public Executor {
   ThreadPool pool_;
   SparseAllreduceWorkspace workspace_;
   AutoScheme autoScheme_;
-  std::vector<std::byte> fusion_;  // dense buckets and gathers; reused across steps
-  SparseBucket sparseBucket_;      // the fused sparse input; reused
+  std::vector<std::byte> fusion_;      // dense buckets and gathers; reused across steps
+  std::vector<double> adasumScratch_;  // Adasum's fp64 bucket; reused
+  SparseBucket sparseBucket_;          // the fused sparse input; reused
   SparseAllreduceResult sparseResult_;
 };
 

@@ -79,6 +79,7 @@ MPI_Op mpiOp(ReduceOp op) {
       return MPI_PROD;
     case ReduceOp::kSum:
     case ReduceOp::kAverage:  // Transport::allreduce refuses it; averages are divided sums
+    case ReduceOp::kAdasum:   // refused too: ops/adasum.h runs over send/recv
       break;
   }
   return MPI_SUM;

@@ -104,6 +104,7 @@ double floatIdentity(ReduceOp op) {
       return 1.0;
     case ReduceOp::kSum:
     case ReduceOp::kAverage:
+    case ReduceOp::kAdasum:  // adasum(a, 0) = a
       break;
   }
   return 0.0;
@@ -120,6 +121,7 @@ T intIdentity(ReduceOp op) {
       return T{1};
     case ReduceOp::kSum:
     case ReduceOp::kAverage:
+    case ReduceOp::kAdasum:  // adasum(a, 0) = a
       break;
   }
   return T{0};
@@ -149,6 +151,7 @@ void reduceInto(void* acc, const void* in, size_t count, DataType dtype, ReduceO
       return productInto(acc, in, count, dtype);
     case ReduceOp::kSum:
     case ReduceOp::kAverage:
+    case ReduceOp::kAdasum:  // not element-wise: ops/adasum.h; the transports refuse it
       break;
   }
   sumInto(acc, in, count, dtype);

@@ -43,7 +43,7 @@ REGISTER_OP("ZenAllreduce")
     .SetShapeFn(shape_inference::UnchangedShape)
     .Doc(
         "tensor reduced over all ranks (reduce_op, zen_reduce_op_t: 0 Sum, 1 Average, 2 Min, "
-        "3 Max, 4 Product).");
+        "3 Max, 4 Product, 5 Adasum).");
 
 REGISTER_OP("ZenSparseAllreduce")
     .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")

@@ -259,7 +259,7 @@ int everyFunction(int rank, int n) {
     const int64_t spRows[2] = {1, 3};
     const float spValues[8] = {1, 2, 3, 4, 5, 6, 7, 8};
     const zen_sparse_tensor_t sp{spRows, spValues, 2, 10, 4, ZEN_FLOAT32};
-    for (int32_t op : {ZEN_MIN, ZEN_MAX, ZEN_PRODUCT}) {
+    for (int32_t op : {ZEN_MIN, ZEN_MAX, ZEN_PRODUCT, ZEN_ADASUM}) {
       CHILD_CHECK(zen_enqueue_sparse_allreduce("c.smin", &sp, op, nullptr, ZEN_NO_COMPLETION,
                                                &h1) == ZEN_INVALID_ARGUMENT,
                   143);
@@ -268,9 +268,9 @@ int everyFunction(int rank, int n) {
           144);
     }
     CHILD_CHECK(
-        zen_enqueue_allreduce("c.bad", &lt, &lt, 5, ZEN_NO_COMPLETION, &h1) == ZEN_INVALID_ARGUMENT,
+        zen_enqueue_allreduce("c.bad", &lt, &lt, 6, ZEN_NO_COMPLETION, &h1) == ZEN_INVALID_ARGUMENT,
         145);
-    CHILD_CHECK(std::strstr(zen_last_error(), "ZEN_PRODUCT") != nullptr, 146);
+    CHILD_CHECK(std::strstr(zen_last_error(), "ZEN_ADASUM") != nullptr, 146);
   }
 
   // Alltoall (rank r sends p + r rows of [r * 100 + p, i] to rank p) and a reducescatter of

@@ -182,18 +182,54 @@ TEST(Validation, CheckRequestCatchesMalformedRequestsAtEnqueue) {
   EXPECT_FALSE(
       checkRequest(makeRequest(0, "g", OpType::kAllgather, DataType::kFloat32, {}), 2).isOk());
   // Sparse allreduce sums or averages only; dense takes every op.
-  for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+  for (ReduceOp op : {ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct, ReduceOp::kAdasum}) {
     Request sp = sparseRequest(0, "e", 10, 4);
     sp.reduceOp = op;
     const Status st = checkRequest(sp, 2);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << reduceOpName(op);
     EXPECT_EQ(st.message(), fmt::format("tensor 'e': sparse allreduce reduces with sum or average, "
-                                        "not {} (min, max and product are for dense tensors)",
+                                        "not {} (min, max, product and adasum are for dense "
+                                        "tensors)",
                                         reduceOpName(op)));
     Request d = makeRequest(0, "d");
     d.reduceOp = op;
     EXPECT_TRUE(checkRequest(d, 2).isOk()) << reduceOpName(op);
   }
+}
+
+TEST(Validation, AdasumOnlyForFloatAllreduceOnPowerOfTwoRanks) {
+  for (const DataType dtype :
+       {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64}) {
+    Request q = makeRequest(0, "a", OpType::kAllreduce, dtype);
+    q.reduceOp = ReduceOp::kAdasum;
+    for (int size : {1, 2, 4, 8, 64}) EXPECT_TRUE(checkRequest(q, size).isOk()) << size;
+    for (int size : {3, 6, 7}) {
+      const Status st = checkRequest(q, size);
+      EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+      EXPECT_EQ(st.message(), fmt::format("tensor 'a': adasum needs a power-of-two number of "
+                                          "ranks, this job has {}",
+                                          size));
+    }
+  }
+  for (const DataType dtype : {DataType::kInt32, DataType::kInt64}) {
+    Request q = makeRequest(0, "i", OpType::kAllreduce, dtype);
+    q.reduceOp = ReduceOp::kAdasum;
+    EXPECT_EQ(checkRequest(q, 2).message(),
+              fmt::format("tensor 'i': adasum needs a floating-point tensor (float16, bfloat16, "
+                          "float32 or float64), not {}",
+                          dataTypeName(dtype)));
+  }
+  Request rs = makeRequest(0, "rs", OpType::kReducescatter, DataType::kFloat32, {4});
+  rs.reduceOp = ReduceOp::kAdasum;
+  EXPECT_EQ(checkRequest(rs, 2).message(),
+            "tensor 'rs': reducescatter does not take adasum (it is for dense allreduce)");
+  // Ranks that disagree: the op field names both groups, on every rank (one error response).
+  Request a = makeRequest(0, "m");
+  a.reduceOp = ReduceOp::kAdasum;
+  Request b = makeRequest(1, "m");
+  const Response r = buildResponse("m", entryOf(2, {a, b}), noneJoined(2));
+  EXPECT_EQ(r.type, ResponseType::kError);
+  EXPECT_EQ(r.errorMessage, "tensor 'm': rank 1 sent reduce op sum, rank 0 adasum");
 }
 
 TEST(Validation, MinMaxProductWhileARankHasJoinedOnEveryDevice) {

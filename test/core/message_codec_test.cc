@@ -252,8 +252,8 @@ TEST(MessageCodec, BadEnumsAndFieldsAreRejected) {
 }
 
 TEST(MessageCodec, EveryReduceOpRoundTripsAndUnknownCodesAreRejected) {
-  for (ReduceOp op :
-       {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
+                      ReduceOp::kProduct, ReduceOp::kAdasum}) {
     RequestList list;
     Request q;
     q.name = "x";

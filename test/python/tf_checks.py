@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.append(os.path.join(ROOT, "bindings", "python"))
 
 import zen.tensorflow as hvd  # noqa: E402
+from adasum_reference import adasum_tree, assert_close  # noqa: E402
 from rank_report import expect_raises, run_checks  # noqa: E402
 
 CHECKS = []
@@ -98,10 +99,53 @@ def allreduce_dtypes_and_dims():
     t = small_ints([4], tf.float32)
     assert equal(hvd.allreduce(t, average=False), t * size)
     expect_raises(ValueError, lambda: hvd.allreduce(t, average=True, op=hvd.Sum))
-    expect_raises(NotImplementedError, lambda: hvd.allreduce(t, op=hvd.Adasum), "Adasum")
     expect_raises(ValueError, lambda: hvd.allreduce(t, op=17), "unknown op")
     expect_raises(ValueError, lambda: hvd.allreduce(tf.zeros([2], tf.complex64)),
                   "not supported")
+
+
+@check
+def allreduce_adasum():
+    """op=Adasum as horovod.tensorflow: a fused group of tensors (each with its own dot
+    products, zero vectors and an empty one included) and a single tensor, every float dtype,
+    checked against the float64 tree over every rank's input rebuilt here; every rank gets the
+    same bits. Integer tensors, tf.IndexedSlices and ranks that disagree on the op fail."""
+    size, rank = hvd.size(), hvd.rank()
+    x = tf.ones([3])
+    if size & (size - 1):
+        expect_raises(tf.errors.InvalidArgumentError, lambda: hvd.allreduce(x, op=hvd.Adasum),
+                      "power-of-two")
+        return
+    shapes = [[5], [3, 4], [0], [1], [17]]
+
+    def inputs(r, i):
+        if i == 3 and r == 0:
+            return np.zeros(shapes[i])  # a zero vector: its coefficient is 1
+        return np.random.RandomState(100 * i + r).randint(-8, 9, size=shapes[i])
+
+    for dtype, tol in ((tf.float64, 1e-12), (tf.float32, 1e-6), (tf.float16, 2e-3),
+                       (tf.bfloat16, 1.6e-2)):
+        mine = [tf.cast(tf.constant(inputs(rank, i), dtype=tf.float64), dtype)
+                for i in range(len(shapes))]
+        outs = hvd.grouped_allreduce(mine, op=hvd.Adasum, name="ada.%s" % dtype.name)
+        outs.append(hvd.allreduce(mine[1], op=hvd.Adasum, name="ada1.%s" % dtype.name))
+        for i, out in zip(list(range(len(shapes))) + [1], outs):
+            assert out.dtype == dtype and out.shape == mine[i].shape, (dtype, i, out)
+            want = adasum_tree([inputs(r, i) for r in range(size)])
+            assert_close(tf.cast(out, tf.float64).numpy(), want, tol, (dtype.name, i))
+        flat = tf.reshape(tf.concat([tf.reshape(tf.cast(o, tf.float64), [-1]) for o in outs],
+                                    0), [1, -1])
+        gathered = hvd.allgather(flat, name="ada.bits.%s" % dtype.name).numpy()
+        assert all(np.array_equal(gathered[0].view(np.uint64), g.view(np.uint64))
+                   for g in gathered), dtype
+    expect_raises(tf.errors.InvalidArgumentError,
+                  lambda: hvd.allreduce(tf.ones([3], tf.int32), op=hvd.Adasum), "floating-point")
+    slices = tf.IndexedSlices(tf.ones([1, 2]), tf.constant([0]), tf.constant([4, 2]))
+    expect_raises(NotImplementedError, lambda: hvd.allreduce(slices, op=hvd.Adasum), "Adasum")
+    if size > 1:
+        e = expect_raises(tf.errors.InvalidArgumentError, lambda: hvd.allreduce(
+            x, op=hvd.Adasum if rank else hvd.Sum, name="ada.badop"))
+        assert "reduce op" in e.message, e.message
 
 
 @check

@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.append(os.path.join(ROOT, "bindings", "python"))
 
 import zen.torch as hvd  # noqa: E402
+from adasum_reference import adasum_tree, assert_close  # noqa: E402
 from rank_report import expect_raises, run_checks  # noqa: E402
 
 CHECKS = []
@@ -170,10 +171,47 @@ def allreduce_scaling_layouts_and_grad():
     out = hvd.allreduce(x, op=hvd.Sum, compression=hvd.Compression.fp16)
     assert out.dtype == torch.float32 and torch.equal(out, x * size)
     # What Zen does not have.
-    expect_raises(NotImplementedError, lambda: hvd.allreduce(x, op=hvd.Adasum), "Adasum")
     expect_raises(ValueError, lambda: hvd.allreduce(x, op=17), "unknown op")
     expect_raises(ValueError, lambda: hvd.allreduce(torch.zeros(2, dtype=torch.complex64)),
                   "not supported")
+
+
+@check
+def allreduce_adasum():
+    """op=Adasum as horovod.torch: a fused group of tensors (each with its own dot products,
+    zero vectors and an empty one included) and a single tensor, every float dtype, checked
+    against the float64 tree over every rank's input rebuilt here; every rank gets the same
+    bits. Integer tensors and ranks that disagree on the op fail on every rank."""
+    size, rank = hvd.size(), hvd.rank()
+    x = torch.ones(3)
+    if size & (size - 1):
+        expect_raises(ValueError, lambda: hvd.allreduce(x, op=hvd.Adasum), "power-of-two")
+        return
+    shapes = [[5], [3, 4], [0], [1], [17]]
+
+    def inputs(r, i):
+        if i == 3 and r == 0:
+            return torch.zeros(shapes[i])  # a zero vector: its coefficient is 1
+        return small_ints(shapes[i], torch.float32, seed=100 * i + r)
+
+    for dtype, tol in ((torch.float64, 1e-12), (torch.float32, 1e-6), (torch.float16, 2e-3),
+                       (torch.bfloat16, 1.6e-2)):
+        mine = [inputs(rank, i).to(dtype) for i in range(len(shapes))]
+        outs = hvd.grouped_allreduce(mine, op=hvd.Adasum, name="ada.%s" % dtype)
+        outs.append(hvd.allreduce(mine[1], op=hvd.Adasum, name="ada1.%s" % dtype))
+        for i, out in zip(list(range(len(shapes))) + [1], outs):
+            assert out.dtype == dtype and out.shape == mine[i].shape, (dtype, i, out)
+            want = adasum_tree([inputs(r, i).double().numpy() for r in range(size)])
+            assert_close(out.double().numpy(), want, tol, (dtype, i))
+        flat = torch.cat([o.double().reshape(-1) for o in outs]).view(1, -1)
+        gathered = hvd.allgather(flat, name="ada.bits.%s" % dtype)
+        assert all(torch.equal(gathered[0], g) for g in gathered), (dtype, gathered)
+    expect_raises(ValueError, lambda: hvd.allreduce(torch.ones(3, dtype=torch.int32),
+                                                    op=hvd.Adasum), "floating-point")
+    if size > 1:
+        e = expect_raises(RuntimeError, lambda: hvd.allreduce(
+            x, op=hvd.Adasum if rank else hvd.Sum, name="ada.badop"))
+        assert "reduce op" in str(e), str(e)
 
 
 @check
@@ -770,6 +808,8 @@ def optimizer_names_and_errors():
     expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
         torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Sum,
         gradient_predivide_factor=2.0))
+    expect_raises(NotImplementedError, lambda: hvd.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1), op=hvd.Adasum), "Adasum optimizer")
     # No names: generated ones, the same on every rank; the step works.
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1))
     ids, labels = batch(hvd.rank())

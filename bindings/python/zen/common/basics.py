@@ -13,7 +13,8 @@ import threading
 import warnings
 
 # Reduce operations, numbered as Horovod's (horovod.common.basics). Zen reduces dense tensors
-# with all but Adasum; sparse ones with Average and Sum only.
+# with all of them (Adasum: dense allreduce of host floating-point tensors on a power-of-two
+# number of ranks); sparse ones with Average and Sum only.
 Average = 0
 Sum = 1
 Adasum = 2
@@ -23,7 +24,9 @@ Product = 5
 OP_NAMES = {Average: "Average", Sum: "Sum", Adasum: "Adasum", Min: "Min", Max: "Max",
             Product: "Product"}
 # The C API's zen_reduce_op_t.
-C_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4}
+C_OPS = {Sum: 0, Average: 1, Min: 2, Max: 3, Product: 4, Adasum: 5}
+# The calls that take Adasum: dense allreduce (Horovod's rule; the daemon refuses the rest).
+ADASUM_CALLS = ("allreduce",)
 
 LIB_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib",
                         "libzen.so")
@@ -169,8 +172,9 @@ def stop_timeline():
 
 
 def check_op(op, average=None, what="allreduce", warn_average=False):
-    """Horovod's op/average arguments as one of Average, Sum, Min, Max, Product; raises
-    NotImplementedError for Adasum and ValueError for what is no op at all.
+    """Horovod's op/average arguments as one of Average, Sum, Adasum, Min, Max, Product;
+    raises NotImplementedError for Adasum outside dense allreduce (what not in ADASUM_CALLS)
+    and ValueError for what is no op at all.
     warn_average: a DeprecationWarning when average is given (as horovod.torch)."""
     if op is not None and average is not None:
         raise ValueError("The op parameter supersedes average. Please provide only one of them.")
@@ -181,9 +185,10 @@ def check_op(op, average=None, what="allreduce", warn_average=False):
         op = Average if average else Sum
     if op is None:
         op = Average
-    if op == Adasum:
-        raise NotImplementedError("%s: zen has no Adasum; use op=Average, Sum, Min, Max or "
-                                  "Product" % what)
+    if op == Adasum and what not in ADASUM_CALLS:
+        raise NotImplementedError("%s: zen runs Adasum for dense allreduce only; use "
+                                  "op=Average, Sum, Min, Max or Product" % what)
     if op not in C_OPS:
-        raise ValueError("%s: unknown op %r (Average, Sum, Min, Max or Product)" % (what, op))
+        raise ValueError("%s: unknown op %r (Average, Sum, Adasum, Min, Max or Product)" %
+                         (what, op))
     return op

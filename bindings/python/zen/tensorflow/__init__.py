@@ -12,7 +12,8 @@
 Keras: opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)). Launch with tools/zenrun
 (TCP) or mpirun. tf.IndexedSlices gradients go through Zen's sparse allreduce (the scheme
 ZEN_SCHEME picks) and come back as tf.IndexedSlices. Zen reduces dense tensors with Average,
-Sum, Min, Max and Product (sparse ones with Average and Sum; no Adasum) and has only the
+Sum, Min, Max, Product and Adasum (allreduce of host floating-point tensors on a power-of-two
+number of ranks; no Adasum optimizer), sparse ones with Average and Sum, and has only the
 global process set.
 """
 

@@ -98,7 +98,8 @@ def _from_wire(tensor, dtype):
 # ---- allreduce ----
 
 def _allreduce(tensor, name=None, op=Sum):
-    """The raw dense op: tensor reduced over all ranks (Average, Sum, Min, Max, Product)."""
+    """The raw dense op: tensor reduced over all ranks (Average, Sum, Adasum, Min, Max,
+    Product)."""
     wire, dtype = _to_wire(tensor)
     out = _ops.zen_allreduce(wire, _name("allreduce", name, tensor),
                              reduce_op=basics.C_OPS[op])
@@ -108,6 +109,7 @@ def _allreduce(tensor, name=None, op=Sum):
 def _sparse_allreduce(slices, name=None, op=Average, compression=None):
     """tf.IndexedSlices through Zen's sparse allreduce: the distinct rows of the reduced
     gradient, as tf.IndexedSlices with the input's dense_shape and indices dtype."""
+    op = basics.check_op(op, None, "sparse allreduce of tf.IndexedSlices")  # no Adasum
     if slices.dense_shape is None:
         raise ValueError("allreduce of tf.IndexedSlices needs its dense_shape (the row count)")
     values, ctx = (slices.values, None) if compression is None else \
@@ -129,8 +131,9 @@ def allreduce(tensor, average=None, device_dense="", device_sparse="", compressi
               op=None, prescale_factor=1.0, postscale_factor=1.0, name=None,
               process_set=None, ignore_name_scope=False):
     """The average (op=Average, the default), sum (op=Sum), minimum (op=Min), maximum
-    (op=Max) or product (op=Product) of tensor over all ranks; op=Adasum raises
-    NotImplementedError. tf.IndexedSlices take Average and Sum only.
+    (op=Max), product (op=Product) or Adasum (op=Adasum: host floating-point tensors, a
+    power-of-two number of ranks) of tensor over all ranks. tf.IndexedSlices take Average and
+    Sum only.
 
     A tf.IndexedSlices (an embedding's gradient) takes Zen's sparse path and comes back as
     tf.IndexedSlices holding the distinct rows of the result; convert it first

@@ -384,7 +384,8 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None,
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Averages (op=Average, the default), sums (op=Sum), or takes the minimum (op=Min),
     maximum (op=Max) or product (op=Product) of tensor over all ranks; returns a new tensor
-    (sparse for a sparse input: Average and Sum only). op=Adasum raises NotImplementedError.
+    (sparse for a sparse input: Average and Sum only), or combines them with Adasum (op=Adasum:
+    dense host floating-point tensors, a power-of-two number of ranks).
     Differentiable (the gradient is the allreduce of the gradient with the same op, as
     horovod.torch)."""
     from zen.torch.compression import Compression

@@ -245,7 +245,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if op == Adasum:
-        raise NotImplementedError("zen has no Adasum; use op=Average or op=Sum")
+        # Horovod's Adasum optimizer combines the optimizer's parameter deltas, not the
+        # gradients; zen has only the allreduce (hvd.allreduce(t, op=hvd.Adasum)).
+        raise NotImplementedError("DistributedOptimizer(op=Adasum): zen has no Adasum "
+                                  "optimizer (Horovod's combines parameter deltas); use "
+                                  "op=Average or op=Sum, or hvd.allreduce(t, op=hvd.Adasum)")
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be "
                       "removed.", DeprecationWarning)
