@@ -1,7 +1,8 @@
 // The CUDA executor's alltoall and reducescatter layouts (cuda/alltoall_plan.h,
 // cuda/reducescatter_plan.h) on the CPU: every rank simulated on host memory, the NCCL
 // collective replaced by its definition, each rank's result checked against a dense
-// reference computed from the rows themselves (what the CPU executor returns).
+// reference computed from the rows themselves (what the CPU executor returns; reductions and
+// identities are the CPU executor's, ops/reduce.h, which the layouts do not use).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "cuda/alltoall_plan.h"
 #include "cuda/reducescatter_plan.h"
+#include "ops/reduce.h"
 
 namespace zen::cuda {
 namespace {
@@ -152,30 +154,19 @@ TEST(AlltoallPlan, ZeroRowsEverywhereIsAnEmptyOutput) {
 
 // ---- reducescatter ----
 
-double identityOf(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kMin:
-      return std::numeric_limits<double>::infinity();
-    case ReduceOp::kMax:
-      return -std::numeric_limits<double>::infinity();
-    case ReduceOp::kProduct:
-      return 1;
-    default:
-      return 0;
+// op over the `count` doubles at each of `parts` (Average: the sum divided by `ranks`), from
+// the op's identity (what a joined rank contributes).
+std::vector<double> reduced(ReduceOp op,
+                            const std::vector<const double*>& parts,
+                            size_t count,
+                            int ranks) {
+  std::vector<double> out(count);
+  ops::fillIdentity(out.data(), count, DataType::kFloat64, op);
+  for (const double* part : parts) ops::reduceInto(out.data(), part, count, DataType::kFloat64, op);
+  if (op == ReduceOp::kAverage) {
+    for (double& x : out) x /= ranks;
   }
-}
-
-double combine(ReduceOp op, double a, double b) {
-  switch (op) {
-    case ReduceOp::kMin:
-      return std::min(a, b);
-    case ReduceOp::kMax:
-      return std::max(a, b);
-    case ReduceOp::kProduct:
-      return a * b;
-    default:
-      return a + b;
-  }
+  return out;
 }
 
 Response reducescatterResponse(const std::vector<std::vector<int64_t>>& shapes,
@@ -271,24 +262,21 @@ TEST(ReducescatterPlan, EveryRankKeepsItsPieceOfTheReductionLikeTheCpuExecutor) 
       }
       for (const CopyJob& j : copies[p].zeros) {
         EXPECT_EQ(p, joined);
-        std::fill_n(static_cast<double*>(j.dst), j.bytes / sizeof(double), identityOf(op));
+        ops::fillIdentity(j.dst, j.bytes / sizeof(double), DataType::kFloat64, op);
       }
     }
     // The collective: block q of every send buffer, reduced, into rank q's receive buffer (its
     // output when direct, else its own staging block, in place), which it then copies out.
     for (int q = 0; q < n; ++q) {
-      std::vector<double> reduced(block);
-      for (size_t k = 0; k < block; ++k) {
-        double acc = identityOf(op);
-        for (int p = 0; p < n; ++p) acc = combine(op, acc, send[p][q * block + k]);
-        reduced[k] = op == ReduceOp::kAverage ? acc / n : acc;
-      }
+      std::vector<const double*> blocks;
+      for (int p = 0; p < n; ++p) blocks.push_back(send[p] + q * block);
+      const std::vector<double> mine = reduced(op, blocks, block, n);
       if (plans[q].direct) {
         ASSERT_EQ(output[q][0].size(), block);
-        output[q][0] = reduced;
+        output[q][0] = mine;
         continue;
       }
-      std::copy(reduced.begin(), reduced.end(), staging[q].begin() + q * block);
+      std::copy(mine.begin(), mine.end(), staging[q].begin() + q * block);
       for (const CopyJob& j : copies[q].out) {
         const auto* src = static_cast<const double*>(j.src);
         ASSERT_GE(src, staging[q].data() + q * block);
@@ -300,15 +288,13 @@ TEST(ReducescatterPlan, EveryRankKeepsItsPieceOfTheReductionLikeTheCpuExecutor) 
       if (q == joined) continue;
       for (size_t i = 0; i < tensors; ++i) {
         const int64_t rowSize = r.shapes[i].rowSize();
-        const int64_t first = scatterOffset(shapes[i][0], n, q) * rowSize;
-        std::vector<double> expected;
-        for (int64_t k = first; k < first + scatterRows(shapes[i][0], n, q) * rowSize; ++k) {
-          double acc = identityOf(op);
-          for (int p = 0; p < n; ++p) {
-            if (p != joined) acc = combine(op, acc, input[p][i][static_cast<size_t>(k)]);
-          }
-          expected.push_back(op == ReduceOp::kAverage ? acc / n : acc);
+        const auto first = static_cast<size_t>(scatterOffset(shapes[i][0], n, q) * rowSize);
+        std::vector<const double*> pieces;
+        for (int p = 0; p < n; ++p) {
+          if (p != joined) pieces.push_back(input[p][i].data() + first);
         }
+        const std::vector<double> expected =
+            reduced(op, pieces, static_cast<size_t>(scatterRows(shapes[i][0], n, q) * rowSize), n);
         EXPECT_EQ(output[q][i], expected)
             << "trial " << trial << " n=" << n << " " << reduceOpName(op) << " rank " << q
             << " tensor " << i << " joined " << joined;
