@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "cuda/alltoall_plan.h"
 #include "cuda/batched_copy.h"
@@ -51,16 +52,24 @@ std::string bucketWhat(const Response& r) {
 }
 
 #ifdef ZEN_HAVE_NCCL
-// The host-side plan checks of the collectives that have them (alltoall, reducescatter).
-Status checkPlan(const Response& r, const std::vector<TensorEntry*>& entries, int ranks, int rank) {
-  switch (r.type) {
-    case ResponseType::kAlltoall:
-      return planAlltoall(r, entries, ranks, rank).status();
-    case ResponseType::kReducescatter:
-      return planReducescatter(r, entries, ranks).status();
-    default:
-      return Status::ok();
+// The host-side plans of the collectives that have them, made once per bucket: submit checks
+// them before touching the device or a peer, the collective then runs them.
+struct HostPlans {
+  AlltoallPlan alltoall;
+  ReducescatterPlan reducescatter;
+};
+
+Status planOnHost(const Response& r,
+                  const std::vector<TensorEntry*>& entries,
+                  int ranks,
+                  int rank,
+                  HostPlans* plans) {
+  if (r.type == ResponseType::kAlltoall) {
+    ZEN_ASSIGN_OR_RETURN(plans->alltoall, planAlltoall(r, entries, ranks, rank));
+  } else if (r.type == ResponseType::kReducescatter) {
+    ZEN_ASSIGN_OR_RETURN(plans->reducescatter, planReducescatter(r, entries, ranks));
   }
+  return Status::ok();
 }
 #endif  // ZEN_HAVE_NCCL
 
@@ -112,15 +121,23 @@ struct CudaExecutor::Impl {
   Status allreduce(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
   Status broadcast(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
   Status allgather(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
-  Status alltoall(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
-  Status reducescatter(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
+  // alltoall and reducescatter run the plans submit made (planOnHost).
+  Status alltoall(const AlltoallPlan& plan, const std::vector<TensorEntry*>& e, bool* async);
+  Status reducescatter(const ReducescatterPlan& plan,
+                       const Response& r,
+                       const std::vector<TensorEntry*>& e,
+                       bool* async);
   Status sparse(const Response& r,
                 const std::vector<TensorEntry*>& e,
                 BucketReport* report,
                 bool* async);
-  // Enqueues the copies into a fusion buffer; the slots of tensors this rank did not post
-  // (joined) get the op's identity (the CPU executor's fillIdentity).
-  Status fuseIn(DenseFusionCopies copies, ReduceOp op, DataType dtype);
+  // Enqueues the copies `in` into a fusion buffer; the slots of tensors this rank did not post
+  // (joined), `zeros`, get the op's identity (the CPU executor's fillIdentity). Takes `in` to
+  // append the zero fills of a sum to its launch.
+  Status fuseIn(std::vector<CopyJob> in,
+                const std::vector<CopyJob>& zeros,
+                ReduceOp op,
+                DataType dtype);
   // Device memory of `bytes` for out's result, owned by the handle (OpResult::gatheredOnDevice;
   // null for 0 bytes): the allgather's and the alltoall's output, sized by the plan.
   Result<void*> deviceResult(OpResult& out, TensorShape shape, size_t bytes);
@@ -173,16 +190,19 @@ Status CudaExecutor::Impl::waitReady(const std::vector<TensorEntry*>& entries) {
   return Status::ok();
 }
 
-Status CudaExecutor::Impl::fuseIn(DenseFusionCopies copies, ReduceOp op, DataType dtype) {
+Status CudaExecutor::Impl::fuseIn(std::vector<CopyJob> in,
+                                  const std::vector<CopyJob>& zeros,
+                                  ReduceOp op,
+                                  DataType dtype) {
   if (op == ReduceOp::kSum || op == ReduceOp::kAverage) {
-    copies.in.insert(copies.in.end(), copies.zeros.begin(), copies.zeros.end());
+    in.insert(in.end(), zeros.begin(), zeros.end());
   } else {
-    for (const CopyJob& z : copies.zeros) {
+    for (const CopyJob& z : zeros) {
       ZEN_RETURN_IF_ERROR(
           launchFillIdentity(z.dst, z.bytes / dataTypeSize(dtype), dtype, op, stream));
     }
   }
-  return batchedCopy(copies.in, stream);
+  return batchedCopy(in, stream);
 }
 
 Result<void*> CudaExecutor::Impl::deviceResult(OpResult& out, TensorShape shape, size_t bytes) {
@@ -211,8 +231,8 @@ Status CudaExecutor::Impl::allreduce(const Response& r,
     return Status::ok();
   }
   ZEN_RETURN_IF_ERROR(fusion.reserve(plan.totalBytes));
-  const DenseFusionCopies copies = fusionCopies(plan, entries, fusion.data());
-  ZEN_RETURN_IF_ERROR(fuseIn(copies, r.reduceOp, r.dtype));
+  DenseFusionCopies copies = fusionCopies(plan, entries, fusion.data());
+  ZEN_RETURN_IF_ERROR(fuseIn(std::move(copies.in), copies.zeros, r.reduceOp, r.dtype));
   ZEN_RETURN_IF_ERROR(comm->allreduce(fusion.data(), plan.count, r.dtype, r.reduceOp, stream));
   ZEN_RETURN_IF_ERROR(batchedCopy(copies.out, stream));
   *async = true;
@@ -266,11 +286,10 @@ Status CudaExecutor::Impl::allgather(const Response& r,
   return Status::ok();
 }
 
-Status CudaExecutor::Impl::alltoall(const Response& r,
+Status CudaExecutor::Impl::alltoall(const AlltoallPlan& plan,
                                     const std::vector<TensorEntry*>& entries,
                                     bool* async) {
   const int n = comm->size();
-  ZEN_ASSIGN_OR_RETURN(const AlltoallPlan plan, planAlltoall(r, entries, n, comm->rank()));
   TensorEntry* e = entries.front();
   // Straight from the input into the output (the handle's device memory), no staging.
   OpResult& out = e->handle->result();
@@ -292,11 +311,11 @@ Status CudaExecutor::Impl::alltoall(const Response& r,
   return Status::ok();
 }
 
-Status CudaExecutor::Impl::reducescatter(const Response& r,
+Status CudaExecutor::Impl::reducescatter(const ReducescatterPlan& plan,
+                                         const Response& r,
                                          const std::vector<TensorEntry*>& entries,
                                          bool* async) {
   const int n = comm->size();
-  ZEN_ASSIGN_OR_RETURN(const ReducescatterPlan plan, planReducescatter(r, entries, n));
   if (plan.direct) {
     const TensorEntry* e = entries.front();
     ZEN_RETURN_IF_ERROR(comm->reducescatter(e->input.data, e->output.data, plan.blockElements,
@@ -304,12 +323,13 @@ Status CudaExecutor::Impl::reducescatter(const Response& r,
     *async = true;
     return Status::ok();
   }
-  // Padded blocks (cuda/reducescatter_plan.h); this rank's block is reduced in place.
+  // Padded blocks (cuda/reducescatter_plan.h); this rank's block is reduced in place. The
+  // padding is left uninitialised: the reduction is element-wise, so it never mixes into a
+  // piece, and copies.out reads only the pieces (test/cuda_host checks where they come from).
   const size_t blockBytes = plan.blockElements * dataTypeSize(r.dtype);
   ZEN_RETURN_IF_ERROR(fusion.reserve(std::max<size_t>(blockBytes * static_cast<size_t>(n), 1)));
-  const DenseFusionCopies copies =
-      reducescatterCopies(plan, r, entries, comm->rank(), fusion.data());
-  ZEN_RETURN_IF_ERROR(fuseIn(copies, r.reduceOp, r.dtype));
+  DenseFusionCopies copies = reducescatterCopies(plan, r, entries, comm->rank(), fusion.data());
+  ZEN_RETURN_IF_ERROR(fuseIn(std::move(copies.in), copies.zeros, r.reduceOp, r.dtype));
   std::byte* mine = fusion.as<std::byte>() + static_cast<size_t>(comm->rank()) * blockBytes;
   ZEN_RETURN_IF_ERROR(
       comm->reducescatter(fusion.data(), mine, plan.blockElements, r.dtype, r.reduceOp, stream));
@@ -479,7 +499,9 @@ void CudaExecutor::submit(const Response& response,
 #else
     // A plan these collectives cannot run fails here, before touching the device or a peer
     // (the plan is the same on every rank, so every rank fails it and none waits).
-    ZEN_RETURN_IF_ERROR(checkPlan(response, entries, m.bootstrap.size(), m.bootstrap.rank()));
+    HostPlans plans;
+    ZEN_RETURN_IF_ERROR(
+        planOnHost(response, entries, m.bootstrap.size(), m.bootstrap.rank(), &plans));
     // The device of this rank's own tensors; a rank that posted none of them (joined) keeps
     // its device (the plan lists the first poster's there).
     int index =
@@ -509,11 +531,11 @@ void CudaExecutor::submit(const Response& response,
         break;
       case ResponseType::kAlltoall:
         report.scheme = "nccl-alltoallv";
-        s = m.alltoall(response, entries, &async);
+        s = m.alltoall(plans.alltoall, entries, &async);
         break;
       case ResponseType::kReducescatter:
         report.scheme = "nccl-reducescatter";
-        s = m.reducescatter(response, entries, &async);
+        s = m.reducescatter(plans.reducescatter, response, entries, &async);
         break;
       default:
         return ZEN_ERROR(StatusCode::kUnimplemented, "{} of CUDA tensors is not supported yet",
