@@ -516,6 +516,7 @@ void CudaExecutor::submit(const Response& response,
     switch (response.type) {
       case ResponseType::kAllreduce:
         report.scheme = "nccl-allreduce";
+        for (const TensorShape& shape : response.shapes) report.rows += shape.numElements();
         s = m.allreduce(response, entries, &async);
         break;
       case ResponseType::kBroadcast:
@@ -531,10 +532,12 @@ void CudaExecutor::submit(const Response& response,
         break;
       case ResponseType::kAlltoall:
         report.scheme = "nccl-alltoallv";
+        report.rows = plans.alltoall.outputShape.dim(0);
         s = m.alltoall(plans.alltoall, entries, &async);
         break;
       case ResponseType::kReducescatter:
         report.scheme = "nccl-reducescatter";
+        for (int64_t rows : plans.reducescatter.rows) report.rows += rows;
         s = m.reducescatter(plans.reducescatter, response, entries, &async);
         break;
       default:
