@@ -8,7 +8,7 @@
 //   4. bounds: bounds[j] = rows below cuts[j], a binary search per cut; the m bounds go to
 //      pinned host memory, the only numbers the host reads back.
 //   5. local rows: each sorted row minus its tensor's first row (a binary search over the
-//      cuts), in place.
+//      cuts), in place; skipped for one tensor, whose first row is 0.
 // Memory traffic per row: the sort's passes over 16 bytes (row and permutation) each; the
 // gather B read and B written (8 more read); 8 read and 8 written to localize. Per tensor:
 // 8 bytes each way between host and device.
@@ -93,10 +93,13 @@ Status sortAndSplitRows(const SortedSplitArgs& a,
   ZEN_CHECK_LAUNCH("boundsKernel");
   ZEN_CHECK_CUDA(cudaMemcpyAsync(hostBounds, deviceBounds, static_cast<size_t>(m) * sizeof(int64_t),
                                  cudaMemcpyDeviceToHost, stream));
-  // 5. After the bounds, which read the bucket's rows.
-  localRowsKernel<<<gridBlocks(a.nnz, kBlockThreads, sm), kBlockThreads, 0, stream>>>(
-      a.localIndices, a.nnz, deviceCuts, m);
-  ZEN_CHECK_LAUNCH("localRowsKernel");
+  // 5. After the bounds, which read the bucket's rows. A bucket of one tensor (cuts 0 and
+  // totalRows) has its rows local already; a row outside it fails the bounds either way.
+  if (m > 2) {
+    localRowsKernel<<<gridBlocks(a.nnz, kBlockThreads, sm), kBlockThreads, 0, stream>>>(
+        a.localIndices, a.nnz, deviceCuts, m);
+    ZEN_CHECK_LAUNCH("localRowsKernel");
+  }
   return Status::ok();
 }
 
