@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "test/gpu/gpu_ranks.h"
@@ -137,6 +139,78 @@ double productInput(uint64_t salt, int r, size_t i) {
   return kFactors[(salt + i * 7 + static_cast<size_t>(r) * 3) % 4];
 }
 
+// Element i of rank r's input to a reduction with op.
+double reduceInput(uint64_t salt, ReduceOp op, int r, size_t i) {
+  return op == ReduceOp::kProduct ? productInput(salt, r, i) : allreduceInput(salt, r, i);
+}
+
+// Rank r's `count` elements of dtype for a reduction with op.
+std::vector<uint8_t> reduceInputBytes(
+    uint64_t salt, ReduceOp op, DataType dtype, int r, size_t count) {
+  const size_t es = dataTypeSize(dtype);
+  std::vector<uint8_t> host(count * es);
+  dispatchDataType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    for (size_t i = 0; i < count; ++i) {
+      const T v = fromAccumulator<T, AccumulatorT<T>>(
+          static_cast<AccumulatorT<T>>(reduceInput(salt, op, r, i)));
+      std::memcpy(host.data() + i * es, &v, es);
+    }
+  });
+  return host;
+}
+
+// How many of got's elements differ from op over n ranks' inputs, element k of got being
+// element first + k of the inputs; the first three are reported with `what`. Exact but for
+// float averages.
+size_t wrongReductions(const std::vector<uint8_t>& got,
+                       size_t first,
+                       uint64_t salt,
+                       ReduceOp op,
+                       DataType dtype,
+                       int n,
+                       const std::string& what) {
+  const size_t es = dataTypeSize(dtype);
+  size_t bad = 0;
+  dispatchDataType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = AccumulatorT<T>;
+    const bool integer = dtype == DataType::kInt32 || dtype == DataType::kInt64;
+    for (size_t k = 0; k < got.size() / es; ++k) {
+      double sum = 0, lo = 1e300, hi = -1e300, prod = 1;
+      for (int p = 0; p < n; ++p) {
+        const double x = reduceInput(salt, op, p, first + k);
+        sum += x;
+        lo = std::min(lo, x);
+        hi = std::max(hi, x);
+        prod *= x;
+      }
+      double want = sum;
+      if (op == ReduceOp::kAverage) {
+        want = integer ? static_cast<double>(static_cast<int64_t>(sum) / n) : sum / n;
+      }
+      if (op == ReduceOp::kMin) want = lo;
+      if (op == ReduceOp::kMax) want = hi;
+      if (op == ReduceOp::kProduct) want = prod;
+      T v;
+      std::memcpy(&v, got.data() + k * es, es);
+      const double have = static_cast<double>(toAccumulator<Acc>(v));
+      const double tol = (op != ReduceOp::kAverage || integer) ? 0.0
+                         : (dtype == DataType::kBFloat16)      ? 0.02 * std::abs(want) + 1e-2
+                         : (dtype == DataType::kFloat16)       ? 2e-3 * std::abs(want) + 1e-3
+                                                               : 1e-6 * std::abs(want) + 1e-6;
+      if (std::abs(have - want) > tol && bad++ < 3) {
+        ADD_FAILURE() << what << " element " << k << ": got " << have << ", want " << want;
+      }
+    }
+  });
+  return bad;
+}
+
+std::string reductionName(DataType dtype, ReduceOp op, int n) {
+  return std::string(dataTypeName(dtype)) + " " + reduceOpName(op) + " n=" + std::to_string(n);
+}
+
 // Every ReduceOp (ncclSum/Avg/Min/Max/Prod); min, max and product exact.
 TEST(NcclCommGpu, AllreduceEveryDtypeAndOp) {
   const uint64_t salt = testSeed();
@@ -148,59 +222,12 @@ TEST(NcclCommGpu, AllreduceEveryDtypeAndOp) {
                           ReduceOp::kProduct}) {
         runRanks(n, [&](RankContext& c) {
           const size_t es = dataTypeSize(dtype);
-          std::vector<uint8_t> host(count * es);
-          dispatchDataType(dtype, [&](auto tag) {
-            using T = decltype(tag);
-            for (size_t i = 0; i < count; ++i) {
-              const T v = fromAccumulator<T, AccumulatorT<T>>(static_cast<AccumulatorT<T>>(
-                  op == ReduceOp::kProduct ? productInput(salt, c.rank, i)
-                                           : allreduceInput(salt, c.rank, i)));
-              std::memcpy(host.data() + i * es, &v, es);
-            }
-          });
           DeviceBuffer buf;
-          EXPECT_OK(upload(host, &buf));
+          EXPECT_OK(upload(reduceInputBytes(salt, op, dtype, c.rank, count), &buf));
           EXPECT_OK(c.comm->allreduce(buf.data(), count, dtype, op, c.stream));
           EXPECT_OK(c.comm->wait(c.stream, "test allreduce"));
           const auto got = download<uint8_t>(buf.data(), count * es);
-          size_t bad = 0;
-          dispatchDataType(dtype, [&](auto tag) {
-            using T = decltype(tag);
-            using Acc = AccumulatorT<T>;
-            const bool integer = dtype == DataType::kInt32 || dtype == DataType::kInt64;
-            for (size_t i = 0; i < count; ++i) {
-              double sum = 0, lo = 1e300, hi = -1e300, prod = 1;
-              for (int p = 0; p < n; ++p) {
-                const double x = allreduceInput(salt, p, i);
-                sum += x;
-                lo = std::min(lo, x);
-                hi = std::max(hi, x);
-                prod *= productInput(salt, p, i);
-              }
-              double want = sum;
-              if (op == ReduceOp::kAverage) {
-                want = integer ? static_cast<double>(static_cast<int64_t>(sum) / n) : sum / n;
-              }
-              if (op == ReduceOp::kMin) want = lo;
-              if (op == ReduceOp::kMax) want = hi;
-              if (op == ReduceOp::kProduct) want = prod;
-              const bool exactOp = op != ReduceOp::kAverage;
-              T v;
-              std::memcpy(&v, got.data() + i * es, es);
-              const double have = static_cast<double>(toAccumulator<Acc>(v));
-              const double tol = (exactOp || integer)             ? 0.0
-                                 : (dtype == DataType::kBFloat16) ? 0.02 * std::abs(want) + 1e-2
-                                 : (dtype == DataType::kFloat16)  ? 2e-3 * std::abs(want) + 1e-3
-                                                                  : 1e-6 * std::abs(want) + 1e-6;
-              if (std::abs(have - want) > tol) {
-                if (bad++ < 3) {
-                  ADD_FAILURE() << dataTypeName(dtype) << " " << reduceOpName(op) << " n=" << n
-                                << " element " << i << ": got " << have << ", want " << want;
-                }
-              }
-            }
-          });
-          EXPECT_EQ(bad, 0u);
+          EXPECT_EQ(wrongReductions(got, 0, salt, op, dtype, n, reductionName(dtype, op, n)), 0u);
         });
       }
     }
@@ -221,21 +248,8 @@ TEST(NcclCommGpu, ReducescatterEveryDtypeAndOp) {
           for (bool inPlace : {false, true}) {
             const size_t es = dataTypeSize(dtype);
             const size_t count = perRank * static_cast<size_t>(n);
-            auto input = [&](int r, size_t i) {
-              return op == ReduceOp::kProduct ? productInput(salt, r, i)
-                                              : allreduceInput(salt, r, i);
-            };
-            std::vector<uint8_t> host(count * es);
-            dispatchDataType(dtype, [&](auto tag) {
-              using T = decltype(tag);
-              for (size_t i = 0; i < count; ++i) {
-                const T v = fromAccumulator<T, AccumulatorT<T>>(
-                    static_cast<AccumulatorT<T>>(input(c.rank, i)));
-                std::memcpy(host.data() + i * es, &v, es);
-              }
-            });
             DeviceBuffer send, out;
-            EXPECT_OK(upload(host, &send));
+            EXPECT_OK(upload(reduceInputBytes(salt, op, dtype, c.rank, count), &send));
             EXPECT_OK(out.reserve(perRank * es + 1));
             ASSERT_CUDA(cudaMemset(out.data(), kPoisonValueByte, perRank * es + 1));
             void* recv = inPlace ? send.as<uint8_t>() + static_cast<size_t>(c.rank) * perRank * es
@@ -248,43 +262,11 @@ TEST(NcclCommGpu, ReducescatterEveryDtypeAndOp) {
               EXPECT_EQ(download<uint8_t>(out.as<uint8_t>() + perRank * es, 1)[0],
                         kPoisonValueByte);
             }
-            size_t bad = 0;
-            dispatchDataType(dtype, [&](auto tag) {
-              using T = decltype(tag);
-              using Acc = AccumulatorT<T>;
-              const bool integer = dtype == DataType::kInt32 || dtype == DataType::kInt64;
-              for (size_t k = 0; k < perRank; ++k) {
-                const size_t i = static_cast<size_t>(c.rank) * perRank + k;
-                double sum = 0, lo = 1e300, hi = -1e300, prod = 1;
-                for (int p = 0; p < n; ++p) {
-                  const double x = input(p, i);
-                  sum += x;
-                  lo = std::min(lo, x);
-                  hi = std::max(hi, x);
-                  prod *= x;
-                }
-                double want = sum;
-                if (op == ReduceOp::kAverage) {
-                  want = integer ? static_cast<double>(static_cast<int64_t>(sum) / n) : sum / n;
-                }
-                if (op == ReduceOp::kMin) want = lo;
-                if (op == ReduceOp::kMax) want = hi;
-                if (op == ReduceOp::kProduct) want = prod;
-                T v;
-                std::memcpy(&v, got.data() + k * es, es);
-                const double have = static_cast<double>(toAccumulator<Acc>(v));
-                const double tol = (op != ReduceOp::kAverage || integer) ? 0.0
-                                   : (dtype == DataType::kBFloat16) ? 0.02 * std::abs(want) + 1e-2
-                                   : (dtype == DataType::kFloat16)  ? 2e-3 * std::abs(want) + 1e-3
-                                                                    : 1e-6 * std::abs(want) + 1e-6;
-                if (std::abs(have - want) > tol && bad++ < 3) {
-                  ADD_FAILURE() << dataTypeName(dtype) << " " << reduceOpName(op) << " n=" << n
-                                << (inPlace ? " in place" : "") << " rank " << c.rank << " element "
-                                << k << ": got " << have << ", want " << want;
-                }
-              }
-            });
-            EXPECT_EQ(bad, 0u);
+            const std::string what = reductionName(dtype, op, n) + (inPlace ? " in place" : "") +
+                                     " rank " + std::to_string(c.rank);
+            EXPECT_EQ(wrongReductions(got, static_cast<size_t>(c.rank) * perRank, salt, op, dtype,
+                                      n, what),
+                      0u);
             const ops::TransportCounters counters = c.comm->counters();
             const uint64_t ring = static_cast<uint64_t>(n - 1) * perRank * es;
             EXPECT_EQ(counters.totalSent(), ring);
