@@ -16,6 +16,7 @@
 #include <random>
 
 #include "cuda/cuda_executor.h"
+#include "test/gpu/device_array.h"
 #include "test/runtime/runtime_test_util.h"
 
 namespace zen::testing {
@@ -33,34 +34,6 @@ std::vector<int> rankCounts() {
   if (devices <= 1) return {1};
   return {1, devices};
 }
-
-// Device memory on the calling thread's current device holding a copy of host bytes.
-class DeviceBlob {
- public:
-  explicit DeviceBlob(const std::vector<std::byte>& host) : bytes_(host.size()) {
-    EXPECT_EQ(cudaMalloc(&data_, std::max<size_t>(bytes_, 1)), cudaSuccess);
-    if (bytes_ > 0) {
-      EXPECT_EQ(cudaMemcpy(data_, host.data(), bytes_, cudaMemcpyHostToDevice), cudaSuccess);
-    }
-  }
-  ~DeviceBlob() { cudaFree(data_); }
-  DeviceBlob(const DeviceBlob&) = delete;
-  DeviceBlob& operator=(const DeviceBlob&) = delete;
-  void* data() const { return data_; }
-  std::vector<std::byte> host() const { return download(data_, bytes_); }
-
-  static std::vector<std::byte> download(const void* device, size_t bytes) {
-    std::vector<std::byte> out(bytes);
-    if (bytes > 0) {
-      EXPECT_EQ(cudaMemcpy(out.data(), device, bytes, cudaMemcpyDeviceToHost), cudaSuccess);
-    }
-    return out;
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t bytes_ = 0;
-};
 
 // `count` small integers of dtype: [-4, 4], or for a product signed powers of two up to 2 (any
 // order of up to 8 factors is exact, fp16 included).
@@ -161,7 +134,7 @@ RankTensors reducescatterRound(Job& job,
       ASSERT_TRUE(s.isOk()) << s.toString();
     };
     if (joinLast && r == n - 1) return join();
-    std::vector<std::unique_ptr<DeviceBlob>> in, out;
+    std::vector<std::unique_ptr<DeviceArray<std::byte>>> in, out;
     std::vector<std::vector<std::byte>> host(shapes.size());
     std::vector<TensorOp> ops;
     for (size_t i = 0; i < shapes.size(); ++i) {
@@ -172,8 +145,8 @@ RankTensors reducescatterRound(Job& job,
       DenseView input = viewOf(inputs[r][i].data(), dtype, shapes[i], Device());
       DenseView output = viewOf(host[i].data(), dtype, piece, Device());
       if (onDevice) {
-        in.push_back(std::make_unique<DeviceBlob>(inputs[r][i]));
-        out.push_back(std::make_unique<DeviceBlob>(host[i]));
+        in.push_back(std::make_unique<DeviceArray<std::byte>>(inputs[r][i]));
+        out.push_back(std::make_unique<DeviceArray<std::byte>>(host[i]));
         input = viewOf(in.back()->data(), dtype, shapes[i], Device::cuda(r));
         output = viewOf(out.back()->data(), dtype, piece, Device::cuda(r));
       }
@@ -287,10 +260,10 @@ TEST_F(CudaExecutorExchangeGpu, AlltoallOnTheDeviceMatchesTheCpu) {
             if (onDevice) {
               ASSERT_EQ(cudaSetDevice(r), cudaSuccess);
             }
-            std::unique_ptr<DeviceBlob> in;
+            std::unique_ptr<DeviceArray<std::byte>> in;
             DenseView input = viewOf(inputs[r].data(), dtype, dims[r], Device());
             if (onDevice) {
-              in = std::make_unique<DeviceBlob>(inputs[r]);
+              in = std::make_unique<DeviceArray<std::byte>>(inputs[r]);
               input = viewOf(in->data(), dtype, dims[r], Device::cuda(r));
             }
             auto h = rt.enqueue(TensorOp::alltoall(name, input, splits[r]));
@@ -317,7 +290,7 @@ TEST_F(CudaExecutorExchangeGpu, AlltoallOnTheDeviceMatchesTheCpu) {
                       cudaSuccess);
             EXPECT_EQ(attributes.type, cudaMemoryTypeDevice);
             EXPECT_EQ(attributes.device, r);
-            o.rows = DeviceBlob::download(res.gatheredOnDevice.get(), bytes);
+            o.rows = downloadArray<std::byte>(res.gatheredOnDevice.get(), bytes);
           });
           return outs;
         };

@@ -12,6 +12,7 @@
 
 #include "cuda/cuda_executor.h"
 #include "test/common/sparse_inputs.h"
+#include "test/gpu/device_array.h"
 #include "test/runtime/runtime_test_util.h"
 
 namespace zen::testing {
@@ -25,29 +26,6 @@ uint64_t freshSeed() {
   }();
   return seed;
 }
-
-// Device memory holding a copy of host floats (or int64s).
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(const std::vector<T>& host) : n_(host.size()) {
-    EXPECT_EQ(cudaMalloc(&data_, std::max<size_t>(n_, 1) * sizeof(T)), cudaSuccess);
-    if (n_) cudaMemcpy(data_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice);
-  }
-  ~DeviceArray() { cudaFree(data_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* data() const { return data_; }
-  std::vector<T> host() const {
-    std::vector<T> out(n_);
-    if (n_) cudaMemcpy(out.data(), data_, n_ * sizeof(T), cudaMemcpyDeviceToHost);
-    return out;
-  }
-
- private:
-  T* data_ = nullptr;
-  size_t n_ = 0;
-};
 
 DenseView deviceView(float* data, TensorShape shape) {
   DenseView v;
