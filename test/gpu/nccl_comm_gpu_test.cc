@@ -139,6 +139,12 @@ double productInput(uint64_t salt, int r, size_t i) {
   return kFactors[(salt + i * 7 + static_cast<size_t>(r) * 3) % 4];
 }
 
+// What NcclComm reduces: every dtype, every op but Adasum (no NCCL op).
+constexpr DataType kEveryDtype[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
+                                    DataType::kFloat64, DataType::kInt32,   DataType::kInt64};
+constexpr ReduceOp kEveryNcclOp[] = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
+                                     ReduceOp::kMax, ReduceOp::kProduct};
+
 // Element i of rank r's input to a reduction with op.
 double reduceInput(uint64_t salt, ReduceOp op, int r, size_t i) {
   return op == ReduceOp::kProduct ? productInput(salt, r, i) : allreduceInput(salt, r, i);
@@ -216,10 +222,8 @@ TEST(NcclCommGpu, AllreduceEveryDtypeAndOp) {
   const uint64_t salt = testSeed();
   const size_t count = 100003;
   for (int n : testRankCounts()) {
-    for (DataType dtype : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
-                           DataType::kFloat64, DataType::kInt32, DataType::kInt64}) {
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
-                          ReduceOp::kProduct}) {
+    for (DataType dtype : kEveryDtype) {
+      for (ReduceOp op : kEveryNcclOp) {
         runRanks(n, [&](RankContext& c) {
           const size_t es = dataTypeSize(dtype);
           DeviceBuffer buf;
@@ -240,10 +244,8 @@ TEST(NcclCommGpu, ReducescatterEveryDtypeAndOp) {
   const uint64_t salt = testSeed();
   const size_t perRank = 10007;
   for (int n : testRankCounts()) {
-    for (DataType dtype : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
-                           DataType::kFloat64, DataType::kInt32, DataType::kInt64}) {
-      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin, ReduceOp::kMax,
-                          ReduceOp::kProduct}) {
+    for (DataType dtype : kEveryDtype) {
+      for (ReduceOp op : kEveryNcclOp) {
         runRanks(n, [&](RankContext& c) {
           for (bool inPlace : {false, true}) {
             const size_t es = dataTypeSize(dtype);
