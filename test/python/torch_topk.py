@@ -3,16 +3,15 @@ Compression through Zen's sparse allreduce, zen.torch.topk), check by check.
 
     tools/zenrun -np N /usr/bin/python3 torch_topk.py [CHECK ...]
 
-The gradients are known in closed form: the loss is (W * G).sum() + (b * h).sum(), so W's
-gradient is G and b's is h, drawn from a generator seeded by (rank, step, pass): every rank
-can rebuild every rank's gradients and checks the synchronized updates against a plain
-dense re-computation of DGC over all ranks (dgc_reference, sorting instead of torch.topk),
-in float64. Prints one line per check and rank: `ZENTEST {"check": ..., ...}`.
+The gradients are known in closed form (dgc_reference.py): every rank rebuilds every rank's
+gradients and checks the synchronized updates against a dense re-computation of DGC over all
+ranks, in float64. Prints one line per check and rank: `ZENTEST {"check": ..., ...}`.
 """
 
 import os
 import sys
 
+import numpy as np
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -21,11 +20,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.append(os.path.join(ROOT, "bindings", "python"))
 
 import zen.torch as hvd  # noqa: E402
+from dgc_reference import (BIAS, MIN_SIZE, SHAPE, dgc_reference, grads, largest,  # noqa: E402
+                           step_grads)
 from rank_report import expect_raises, run_checks  # noqa: E402
 
 CHECKS = []
-SHAPE, BIAS = (40, 50), 10  # W: 2000 elements, compressed; b: 10, below MIN_SIZE: dense
-MIN_SIZE = 100
 TOL = 1e-12
 STEPS_FIT, LR_FIT, FIT_SLACK = 100, 0.5, 1.5  # without error feedback: 2.7x dense
 
@@ -35,39 +34,8 @@ def check(fn):
     return fn
 
 
-def grads(rank, step, k=0):
-    """(G, h): rank's gradient of W and b in pass k of step."""
-    g = torch.Generator().manual_seed(100003 * rank + 101 * step + k)
-    return (torch.randn(SHAPE, generator=g, dtype=torch.float64),
-            torch.randn(BIAS, generator=g, dtype=torch.float64))
-
-
-def step_grads(rank, step, passes):
-    """rank's gradients of one step, summed over its passes."""
-    pairs = [grads(rank, step, k) for k in range(passes)]
-    return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
-
-
-def dgc_reference(size, steps, ratio, passes=1, momentum=0.0, masking=True):
-    """DGC over every rank, densely: (W's update per step, every rank's final residual)."""
-    numel = SHAPE[0] * SHAPE[1]
-    k = min(numel, max(1, round(numel * ratio)))
-    residuals = [torch.zeros(numel, dtype=torch.float64) for _ in range(size)]
-    momenta = [torch.zeros(numel, dtype=torch.float64) for _ in range(size)]
-    updates = []
-    for step in range(steps):
-        total = torch.zeros(numel, dtype=torch.float64)
-        for r in range(size):
-            g = step_grads(r, step, passes)[0].reshape(-1)
-            momenta[r] = momentum * momenta[r] + g
-            residuals[r] = residuals[r] + momenta[r]
-            chosen = torch.argsort(residuals[r].abs(), descending=True)[:k]
-            total[chosen] += residuals[r][chosen]
-            residuals[r][chosen] = 0
-            if momentum and masking:
-                momenta[r][chosen] = 0
-        updates.append((total / size).view(SHAPE))
-    return updates, residuals
+def t(array):
+    return torch.from_numpy(np.ascontiguousarray(array))
 
 
 def train(compression, steps, passes=1, lr=0.0, momentum=0.0):
@@ -82,7 +50,7 @@ def train(compression, steps, passes=1, lr=0.0, momentum=0.0):
     for step in range(steps):
         opt.zero_grad()
         for k in range(passes):
-            g, h = grads(hvd.rank(), step, k)
+            g, h = (t(x) for x in grads(hvd.rank(), step, k))
             ((w * g).sum() + (b * h).sum()).backward()  # hooks post after the last pass
         opt.synchronize()
         updates.append((w.grad.clone(), b.grad.clone()))
@@ -92,7 +60,7 @@ def train(compression, steps, passes=1, lr=0.0, momentum=0.0):
 
 
 def assert_close(got, want, what, tol=TOL):
-    diff = (got - want).abs().max().item()
+    diff = (got - (t(want) if isinstance(want, np.ndarray) else want)).abs().max().item()
     assert diff <= tol, "%s differs by %g" % (what, diff)
 
 
@@ -135,7 +103,7 @@ def conservation(passes):
     assert residual is not None and compression.residual(b) is None
     assert_close(residual, want_residuals[rank], "rank %d's residual" % rank)
     residuals = hvd.allreduce(residual, op=hvd.Sum, name="topk.residuals")
-    total = sum(step_grads(r, t, passes)[0] for r in range(size) for t in range(steps))
+    total = sum(step_grads(r, s, passes)[0] for r in range(size) for s in range(steps))
     sent = size * sum(uw for uw, _ in updates)
     assert_close(sent + residuals.view(SHAPE), total, "sent + residuals against the gradients",
                  1e-10)
@@ -193,13 +161,13 @@ def topk_selects_largest_on_its_own():
     want, _ = dgc_reference(size, 3, ratio)
     residual = torch.zeros(SHAPE[0] * SHAPE[1], dtype=torch.float64)
     for step in range(3):
-        g = grads(rank, step)[0]
+        g = t(grads(rank, step)[0])
         accumulated = residual + g.reshape(-1)
         sparse, ctx = compression.compress(g, "w")
         assert sparse.is_sparse and sparse._nnz() == 20, sparse
         chosen = set(sparse._indices()[0].tolist())
-        largest = set(torch.argsort(accumulated.abs(), descending=True)[:20].tolist())
-        assert chosen == largest, sorted(chosen ^ largest)
+        want_chosen = largest(accumulated.numpy(), 20)
+        assert chosen == want_chosen, sorted(chosen ^ want_chosen)
         assert torch.equal(sparse.coalesce()._values(),
                            accumulated[sorted(chosen)]), "values are not the residual's"
         residual = accumulated.clone()
