@@ -1,15 +1,15 @@
 """Tests of zen.tensorflow (bindings/python/zen/tensorflow, bindings/tensorflow): real ranks
 launched by tools/zenrun run tf_checks.py (every API function), tf_train.py
 (DistributedGradientTape and DistributedOptimizer against one-process training, per scheme),
-tf_topk.py (Compression.topk against a dense re-computation of DGC) and tf_keras.py (zen.tensorflow.keras: callbacks, load_model, backward_passes_per_step)
-under the TensorFlow of .venv-tf; this file reads their per-check reports and needs no
-TensorFlow itself.
+tf_topk.py (Compression.topk against a dense re-computation of DGC) and tf_keras.py
+(zen.tensorflow.keras: callbacks, load_model, backward_passes_per_step) under the TensorFlow
+of .venv-tf; this file reads their per-check reports and needs no TensorFlow itself.
 
 Run: tools/build-tf && /usr/bin/python3 -m pytest -q test/python/test_tensorflow.py
 (CTest: python_tf_*, which stage the package in the build directory first and name it in
 ZENTEST_PYTHONPATH.) ZENTEST_TF_JOBS selects the jobs (comma-separated: np2, np4, train2,
-train4, topk2, topk4, keras2, keras4, single; default all); ZENTEST_TF_PYTHON is the ranks' python (default
-.venv-tf/bin/python). A missing venv or op library fails, it is not
+train4, topk2, topk4, keras2, keras4, single; default all); ZENTEST_TF_PYTHON is the ranks'
+python (default .venv-tf/bin/python). A missing venv or op library fails, it is not
 skipped: tools/test promises these tests ran.
 """
 

@@ -264,9 +264,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     (without it, names follow the order of the parameter groups). backward_passes_per_step:
     backward passes accumulated locally per step. compression: Compression.none, .fp16 or
     .topk(ratio) (dense gradients; topk: Deep Gradient Compression through Zen's sparse
-    allreduce, with error feedback, see zen.torch.topk). sparse_as_dense: sparse gradients travel densified instead of through
-    Zen's sparse allreduce. num_groups / groups: accepted for compatibility; the daemon fuses
-    the gradients that reach it together without them.
+    allreduce, with error feedback, see zen.torch.topk). sparse_as_dense: sparse gradients
+    travel densified instead of through Zen's sparse allreduce. num_groups / groups: accepted
+    for compatibility; the daemon fuses the gradients that reach it together without them.
     """
     _check_process_set(process_set)
     _check_compression(compression, optimizer)
