@@ -143,6 +143,28 @@ def topk_keras_ratio_one_is_dense():
         assert_close(got[1], want[1], "b (momentum %g)" % momentum, tol)
 
 
+@check
+def topk_keras_two_passes():
+    """Keras DistributedOptimizer(backward_passes_per_step=2) with topk(0.02): the two passes
+    are summed locally, then compressed once (the variables are -lr times dgc_reference's
+    updates of the summed gradients)."""
+    size, steps, ratio = hvd.size(), 3, 0.02
+    w = tf.Variable(tf.zeros(SHAPE, tf.float64))
+    b = tf.Variable(tf.zeros(BIAS, tf.float64))
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(1.0), backward_passes_per_step=2,
+                                   compression=hvd.Compression.topk(ratio, min_size=MIN_SIZE))
+    for step in range(steps):
+        for k in range(2):
+            g, h = grads(hvd.rank(), step, k)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(w * g) + tf.reduce_sum(b * h)
+            opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
+    want, _ = dgc_reference(size, steps, ratio, passes=2)
+    assert_close(w.numpy(), -sum(want), "W")
+    want_b = -sum(step_grads(r, s, 2)[1] for r in range(size) for s in range(steps)) / size
+    assert_close(b.numpy(), want_b, "b")
+
+
 def barrier_if_running():
     if hvd.is_initialized():
         hvd.barrier()
