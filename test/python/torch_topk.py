@@ -141,14 +141,18 @@ def topk_ratio_one_is_dense():
 
 @check
 def topk_momentum_correction():
-    """momentum with factor masking: the updates are DGC's (dgc_reference with momentum)."""
+    """momentum with and without factor masking: W's updates are DGC's (dgc_reference with
+    momentum); b, dense, sends the average of every rank's momentum."""
     size, steps, ratio = hvd.size(), 5, 0.05
     for masking in (True, False):
         updates, _, _ = train(hvd.Compression.topk(ratio, min_size=MIN_SIZE, momentum=0.9,
                                                    momentum_masking=masking), steps)
         want, _ = dgc_reference(size, steps, ratio, momentum=0.9, masking=masking)
-        for step, ((uw, _), ref) in enumerate(zip(updates, want)):
+        velocity = np.zeros(BIAS)
+        for step, ((uw, ub), ref) in enumerate(zip(updates, want)):
             assert_close(uw, ref, "W's update of step %d (masking %s)" % (step, masking))
+            velocity = 0.9 * velocity + sum(step_grads(r, step)[1] for r in range(size)) / size
+            assert_close(ub, velocity, "b's update of step %d" % step)
 
 
 @check
