@@ -73,6 +73,13 @@ def check_topk_args(ratio, min_size, momentum):
         raise ValueError("Compression.topk: momentum must be in [0, 1); got %r" % (momentum,))
 
 
+def check_topk_called(compression, topk_class):
+    """ValueError for compression=Compression.topk itself (topk_class, not an instance)."""
+    if isinstance(compression, type) and issubclass(compression, topk_class):
+        raise ValueError("compression=Compression.topk needs its ratio: "
+                         "compression=Compression.topk(0.01)")
+
+
 def topk_count(numel, ratio):
     """Elements a top-k compressor sends of a tensor of numel: ceil(numel * ratio), at least
     one (ratio 1.0 sends all). Rounded first, so that 1000 * 0.01 is 10, not 11."""

@@ -13,6 +13,7 @@ zen.tensorflow.topk) through the sparse allreduce instead, under the same name.
 import tensorflow as tf
 
 from zen.common.basics import Average, Sum, check_op, size
+from zen.common.compression import check_topk_called
 from zen.tensorflow.compression import Compression, TopKCompressor
 from zen.tensorflow.mpi_ops import allreduce
 
@@ -51,9 +52,7 @@ def make_allreduce_grads_fn(prefix, op=Average, compression=Compression.none,
                             sparse_as_dense=False, gradient_predivide_factor=1.0):
     """fn(grads) -> grads averaged (or summed) over all ranks, None kept."""
     op = check_op(op, None, "DistributedGradientTape/DistributedOptimizer")
-    if isinstance(compression, type) and issubclass(compression, TopKCompressor):
-        raise ValueError("compression=Compression.topk needs its ratio: "
-                         "compression=Compression.topk(0.01)")
+    check_topk_called(compression, TopKCompressor)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     key = (prefix, op, compression, sparse_as_dense, gradient_predivide_factor)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 
 import torch
 
+from zen.common.compression import check_topk_called
 from zen.torch.compression import Compression, TopKCompressor
 from zen.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
                                size, _sparse_allreduce_async,
@@ -241,9 +242,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 def _check_compression(compression, optimizer):
     """ValueError for Compression.topk uncalled, or with momentum correction over an optimizer
     that has momentum of its own (it would be applied twice)."""
-    if isinstance(compression, type) and issubclass(compression, TopKCompressor):
-        raise ValueError("compression=Compression.topk needs its ratio: "
-                         "compression=Compression.topk(0.01)")
+    check_topk_called(compression, TopKCompressor)
     if isinstance(compression, TopKCompressor) and compression.momentum:
         for group in optimizer.param_groups:
             if group.get("momentum", 0):
