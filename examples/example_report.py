@@ -35,10 +35,13 @@ def comm_seconds(tensor_stats):
 
 # ---- the word-level language models (torch_word_lm.py, tf_word_lm.py) ----
 
-def word_lm_setup(description):
+def word_lm_setup(description, add_arguments=None):
     """The word-LM examples' command line and text: (the options, the schemes, the corpus's
-    tokens, the frequency-sorted vocabulary {word: id})."""
+    tokens, the frequency-sorted vocabulary {word: id}). add_arguments(parser) adds an
+    example's own options."""
     parser = argparse.ArgumentParser(description=description)
+    if add_arguments is not None:
+        add_arguments(parser)
     parser.add_argument("--schemes", default="zen,hc,agsparse,blocks,dense",
                         help="comma-separated ZEN_SCHEME values to compare")
     parser.add_argument("--steps", type=int, default=40)
@@ -60,7 +63,8 @@ def word_lm_setup(description):
 def word_lm_result(scheme, stats, emb, steps, loss, seconds, rows):
     """One scheme's row of the table from this rank's stats after `steps` steps: emb is the
     embedding's allreduce name in stats["tensors"], every other allreduce but the loss's is
-    a dense layer; rows: the embedding rows each step touched."""
+    a dense layer (sent dense, or top-k compressed through the sparse allreduce); rows: the
+    embedding rows each step touched. scheme is the row's label."""
     emb_stats = stats["tensors"][emb]
     dense = [t for name, t in stats["tensors"].items()
              if name.startswith("allreduce.") and name not in (emb, "allreduce.loss")]
@@ -82,11 +86,12 @@ def print_word_lm_table(results, args, tokens, vocab):
     print("\n%d tokens, vocabulary %d (frequency-sorted), %d steps, %d ranks x %d x %d tokens"
           % (len(tokens), len(vocab), args.steps, len(results[0]["per_rank"]), args.batch,
              args.bptt))
-    print("%-9s %7s %9s %13s %13s %13s %13s  %s" %
+    print("%-14s %7s %9s %13s %13s %13s %13s %9s  %s" %
           ("scheme", "loss", "rows/step", "emb ms/step", "emb KB/step", "dense ms/step",
-           "dense KB/step", "bytes sent+received per rank (MB)"))
+           "dense KB/step", "ms/step", "bytes sent+received per rank (MB)"))
     for r in results:
         per_rank = " ".join("%.2f" % ((s + v) / 1e6) for s, v in r["per_rank"])
-        print("%-9s %7.3f %9.0f %13.3f %13.1f %13.3f %13.1f  %s" %
+        print("%-14s %7.3f %9.0f %13.3f %13.1f %13.3f %13.1f %9.1f  %s" %
               (r["scheme"], r["loss"], r["rows"], r["emb_ms"], r["emb_bytes"] / 1024,
-               r["dense_ms"], r["dense_bytes"] / 1024, per_rank))
+               r["dense_ms"], r["dense_bytes"] / 1024, 1000 * r["seconds"] / args.steps,
+               per_rank))

@@ -5,7 +5,8 @@ against one-process training, per scheme); this file reads their per-check repor
 Run: tools/build-python && /usr/bin/python3 -m pytest -q test/python/test_torch.py
 (CTest: python_torch_*, which stage the package in the build directory first and name it in
 ZENTEST_PYTHONPATH.) ZENTEST_TORCH_JOBS selects the
-jobs (comma-separated: np2, np4, mpi, train2, train4, single, example; default all).
+jobs (comma-separated: np2, np4, mpi, train2, train4, topk2, topk4, single, example; default
+all). torch_topk.py (Compression.topk against a dense re-computation of DGC) is the topk jobs'.
 
 Each job is one zenrun launch (importing torch is the slow part); rank_jobs.py launches it
 and reads the reports back.
@@ -22,7 +23,9 @@ from rank_jobs import (SCHEMES, TORCH_PYTHON, assert_word_lm_table, check_job, c
 require_zen_torch()
 
 CHECK_NAMES = check_names("torch_checks.py")
-SELECTED = selected_jobs("ZENTEST_TORCH_JOBS", "np2,np4,mpi,train2,train4,single,example")
+TOPK_NAMES = check_names("torch_topk.py")
+SELECTED = selected_jobs("ZENTEST_TORCH_JOBS",
+                         "np2,np4,mpi,train2,train4,topk2,topk4,single,example")
 
 
 def torch_job(key, np, script, args, mpi=False):
@@ -39,10 +42,12 @@ job_np4 = torch_job("np4", 4, "torch_checks.py", [])
 job_mpi = torch_job("mpi", 2, "torch_checks.py", [], mpi=True)
 job_train2 = torch_job("train2", 2, "torch_train.py", SCHEMES)
 job_train4 = torch_job("train4", 4, "torch_train.py", SCHEMES)
+job_topk2 = torch_job("topk2", 2, "torch_topk.py", [])
+job_topk4 = torch_job("topk4", 4, "torch_topk.py", [])
 JOBS = {"np2": "job_np2", "np4": "job_np4", "mpi": "job_mpi", "train2": "job_train2",
-        "train4": "job_train4"}
+        "train4": "job_train4", "topk2": "job_topk2", "topk4": "job_topk4"}
 
-TRAIN_CHECKS = ["train.%s.sparse" % s for s in SCHEMES] + \
+TRAIN_CHECKS = ["train.%s.%s" % (s, v) for s in SCHEMES for v in ("sparse", "topk1")] + \
     ["train.zen.passes2", "train.zen.sparse_as_dense"]
 
 
@@ -51,6 +56,8 @@ test_four_ranks_tcp = check_test("job_np4", 4, CHECK_NAMES)
 test_two_ranks_mpi = check_test("job_mpi", 2, CHECK_NAMES)
 test_training_matches_one_process_two_ranks = check_test("job_train2", 2, TRAIN_CHECKS)
 test_training_matches_one_process_four_ranks = check_test("job_train4", 4, TRAIN_CHECKS)
+test_topk_two_ranks = check_test("job_topk2", 2, TOPK_NAMES)
+test_topk_four_ranks = check_test("job_topk4", 4, TOPK_NAMES)
 test_jobs_exit_cleanly = exit_test(JOBS, SELECTED)
 
 

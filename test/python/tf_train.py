@@ -105,7 +105,7 @@ class Model(keras.Model):
         return self.fc(keras.ops.tanh(keras.ops.mean(self.emb(ids), axis=1)))
 
 
-def train_keras():
+def train_keras(**kwargs):
     model = Model()
     model(global_batch(0)[0])
     values = initial_values()
@@ -113,7 +113,7 @@ def train_keras():
     model.fc.kernel.assign(values[1])
     model.fc.bias.assign(values[2])
     hvd.broadcast_variables(model.variables, root_rank=0)
-    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(LR))
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(LR), **kwargs)
     loss_obj = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     for step in range(STEPS):
         ids, labels = local_batch(step)
@@ -125,6 +125,10 @@ def train_keras():
     return [model.emb.embeddings.numpy(), model.fc.kernel.numpy(), model.fc.bias.numpy()]
 
 
+def topk_all():
+    return hvd.Compression.topk(1.0, min_size=1)
+
+
 def compare(got, want, tol=2e-5):
     for name, g, w in zip(("embedding", "kernel", "bias"), got, want):
         diff = float(np.abs(g - w).max())
@@ -133,7 +137,8 @@ def compare(got, want, tol=2e-5):
 
 def variants(scheme, want):
     """This scheme's checks (rank_report.train_schemes): the tape and Keras trainings, and
-    for zen sparse_as_dense and fp16 compression; each matches the one-process reference
+    for zen sparse_as_dense, fp16 compression and Compression.topk(1.0) (the dense gradients
+    through the sparse allreduce, everything sent); each matches the one-process reference
     and, but with sparse_as_dense, ran its allreduces through the scheme."""
     def variant(label, fn):
         def run():
@@ -151,7 +156,11 @@ def variants(scheme, want):
             variant("tape.zen.sparse_as_dense",
                     lambda: compare(train_tape(sparse_as_dense=True), want)),
             variant("tape.zen.fp16",
-                    lambda: compare(train_tape(compression=hvd.Compression.fp16), want, 1e-2))]
+                    lambda: compare(train_tape(compression=hvd.Compression.fp16), want, 1e-2)),
+            variant("tape.zen.topk1",
+                    lambda: compare(train_tape(compression=topk_all()), want)),
+            variant("keras.zen.topk1",
+                    lambda: compare(train_keras(compression=topk_all()), want))]
     return out
 
 

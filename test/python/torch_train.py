@@ -61,13 +61,15 @@ def reference():
     return {k: v.detach().clone() for k, v in model.named_parameters()}
 
 
-def distributed(passes=1, sparse_as_dense=False):
+def distributed(passes=1, sparse_as_dense=False, topk=False):
     torch.manual_seed(7)
     model = Model(sparse=True)
+    # topk: every dense gradient through Compression.topk(1.0), which sends all of it.
+    compression = hvd.Compression.topk(1.0, min_size=1) if topk else hvd.Compression.none
     opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=LR),
                                    named_parameters=model.named_parameters(),
                                    backward_passes_per_step=passes,
-                                   sparse_as_dense=sparse_as_dense)
+                                   sparse_as_dense=sparse_as_dense, compression=compression)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     size, rank = hvd.size(), hvd.rank()
     local = GLOBAL_BATCH // size
@@ -91,8 +93,9 @@ def compare(got, want):
 
 
 def variants(scheme, want):
-    """This scheme's checks (rank_report.train_schemes): sparse gradients, and for zen two
-    passes per step and sparse_as_dense; each matches the one-process reference."""
+    """This scheme's checks (rank_report.train_schemes): sparse gradients, the dense ones
+    through Compression.topk(1.0) besides (the sparse allreduce of the scheme), and for zen
+    two passes per step and sparse_as_dense; each matches the one-process reference."""
     def variant(label, **kwargs):
         def run():
             compare(distributed(**kwargs), want)
@@ -100,7 +103,7 @@ def variants(scheme, want):
                 used = hvd.stats()["buckets_by_scheme"]
                 assert used.get(scheme, 0) >= STEPS, "scheme %s not used: %s" % (scheme, used)
         return "train.%s.%s" % (scheme, label), run
-    out = [variant("sparse")]
+    out = [variant("sparse"), variant("topk1", topk=True)]
     if scheme == "zen":
         out += [variant("passes2", passes=2), variant("sparse_as_dense", sparse_as_dense=True)]
     return out

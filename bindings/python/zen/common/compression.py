@@ -2,6 +2,8 @@
 the interface and the framework-independent logic. zen.torch.compression and
 zen.tensorflow.compression add the framework's dtypes and casts."""
 
+import math
+
 
 class Compressor:
     """Interface: compress a tensor before allreduce, decompress the result."""
@@ -56,3 +58,29 @@ class FP16CompressorBase(Compressor):
         if ctx is not None and cls.is_floating(ctx) and tensor.dtype != ctx:
             return cls.cast(tensor, ctx)
         return tensor
+
+
+def check_topk_args(ratio, min_size, momentum):
+    """ValueError for a top-k compressor's bad arguments (on every rank: they are local)."""
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
+        raise ValueError("Compression.topk: ratio must be in (0, 1], the fraction of each "
+                         "gradient's elements sent per step; got %r" % (ratio,))
+    if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 1:
+        raise ValueError("Compression.topk: min_size must be a positive int (tensors with "
+                         "fewer elements go dense); got %r" % (min_size,))
+    if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or \
+            not 0 <= momentum < 1:
+        raise ValueError("Compression.topk: momentum must be in [0, 1); got %r" % (momentum,))
+
+
+def check_topk_called(compression, topk_class):
+    """ValueError for compression=Compression.topk itself (topk_class, not an instance)."""
+    if isinstance(compression, type) and issubclass(compression, topk_class):
+        raise ValueError("compression=Compression.topk needs its ratio: "
+                         "compression=Compression.topk(0.01)")
+
+
+def topk_count(numel, ratio):
+    """Elements a top-k compressor sends of a tensor of numel: ceil(numel * ratio), at least
+    one (ratio 1.0 sends all). Rounded first, so that 1000 * 0.01 is 10, not 11."""
+    return min(numel, max(1, math.ceil(round(numel * ratio, 6))))

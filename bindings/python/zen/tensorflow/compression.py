@@ -3,8 +3,9 @@
 import tensorflow as tf
 
 from zen.common.compression import Compressor, FP16CompressorBase, NoneCompressor
+from zen.tensorflow.topk import TopKCompressor
 
-__all__ = ["Compression", "Compressor", "FP16Compressor", "NoneCompressor"]
+__all__ = ["Compression", "Compressor", "FP16Compressor", "NoneCompressor", "TopKCompressor"]
 
 
 class FP16Compressor(FP16CompressorBase):
@@ -27,3 +28,4 @@ class Compression:
 
     none = NoneCompressor
     fp16 = FP16Compressor
+    topk = TopKCompressor  # topk(ratio): a stateful instance (zen.tensorflow.topk)

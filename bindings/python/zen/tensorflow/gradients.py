@@ -5,21 +5,38 @@ the daemon's response cache hits from the second step on; tf.IndexedSlices (embe
 gradients) go through Zen's sparse allreduce unless sparse_as_dense. Eagerly the allreduces
 run inside one tf.function (cached per configuration, as Horovod does), so they are all in
 flight at once and the daemon fuses them; reduce_retracing keeps the changing row count of
-sparse gradients from retracing it every step.
+sparse gradients from retracing it every step. With Compression.topk(ratio) the dense
+gradients of at least min_size elements send their top-k elements (with error feedback:
+zen.tensorflow.topk) through the sparse allreduce instead, under the same name.
 """
 
 import tensorflow as tf
 
 from zen.common.basics import Average, Sum, check_op, size
-from zen.tensorflow.compression import Compression
+from zen.common.compression import check_topk_called
+from zen.tensorflow.compression import Compression, TopKCompressor
 from zen.tensorflow.mpi_ops import allreduce
 
 _cache = {}
 
 
+def _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide):
+    """One gradient under Compression.topk (keyed by its name): tf.IndexedSlices unchanged
+    through the sparse allreduce, a dense one compressed (or dense below min_size)."""
+    if isinstance(grad, tf.IndexedSlices) and not sparse_as_dense:
+        return allreduce(grad, op=op, name=name)
+    compressed, ctx = compression.compress(tf.convert_to_tensor(grad), name)
+    if isinstance(compressed, tf.IndexedSlices):
+        return compression.decompress(allreduce(compressed, op=op, name=name), ctx)
+    return compression.decompress(
+        _reduce_one(compressed, name, op, Compression.none, sparse_as_dense, predivide), ctx)
+
+
 def _reduce_one(grad, name, op, compression, sparse_as_dense, predivide):
     if grad is None:
         return None
+    if isinstance(compression, TopKCompressor):
+        return _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide)
     if isinstance(grad, tf.IndexedSlices):
         if not sparse_as_dense:
             return allreduce(grad, op=op, name=name, compression=compression)
@@ -35,6 +52,7 @@ def make_allreduce_grads_fn(prefix, op=Average, compression=Compression.none,
                             sparse_as_dense=False, gradient_predivide_factor=1.0):
     """fn(grads) -> grads averaged (or summed) over all ranks, None kept."""
     op = check_op(op, None, "DistributedGradientTape/DistributedOptimizer")
+    check_topk_called(compression, TopKCompressor)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     key = (prefix, op, compression, sparse_as_dense, gradient_predivide_factor)

@@ -11,7 +11,7 @@ import keras
 
 from zen.common.basics import Average
 from zen.tensorflow.aggregation import LocalAggregation
-from zen.tensorflow.compression import Compression
+from zen.tensorflow.compression import Compression, TopKCompressor
 from zen.tensorflow.gradients import make_allreduce_grads_fn
 
 
@@ -54,6 +54,11 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          "(keras.optimizers.*), not %s" % type(optimizer).__name__)
     if process_set is not None:
         raise NotImplementedError("zen has no process sets other than the global one")
+    if isinstance(compression, TopKCompressor) and compression.momentum and \
+            float(getattr(optimizer, "momentum", 0) or 0):
+        raise ValueError("Compression.topk(momentum=%g) applies the momentum before the "
+                         "compression (DGC's momentum correction): the wrapped optimizer must "
+                         "have momentum=0" % compression.momentum)
     if not isinstance(backward_passes_per_step, int) or backward_passes_per_step <= 0:
         raise ValueError("backward_passes_per_step must be an integer > 0, not %r"
                          % (backward_passes_per_step,))

@@ -3,8 +3,9 @@
 import torch
 
 from zen.common.compression import Compressor, FP16CompressorBase, NoneCompressor
+from zen.torch.topk import TopKCompressor
 
-__all__ = ["Compression", "Compressor", "FP16Compressor", "NoneCompressor"]
+__all__ = ["Compression", "Compressor", "FP16Compressor", "NoneCompressor", "TopKCompressor"]
 
 
 class FP16Compressor(FP16CompressorBase):
@@ -22,7 +23,10 @@ class FP16Compressor(FP16CompressorBase):
 
 
 class Compression:
-    """Compression algorithms for DistributedOptimizer and allreduce."""
+    """Compression algorithms for DistributedOptimizer and allreduce. topk(ratio) is a
+    stateful instance (Deep Gradient Compression into Zen's sparse allreduce, for
+    DistributedOptimizer: zen.torch.topk)."""
 
     none = NoneCompressor
     fp16 = FP16Compressor
+    topk = TopKCompressor

@@ -6,7 +6,9 @@ backward has produced it (after backward_passes_per_step passes): sparse gradien
 (nn.Embedding(sparse=True), nn.EmbeddingBag(sparse=True)) through Zen's sparse allreduce
 (the scheme ZEN_SCHEME picks), dense ones through the dense allreduce, which the daemon
 fuses into buckets. step() waits for them all (synchronize()) and then runs the wrapped
-optimizer.
+optimizer. With compression=Compression.topk(ratio) the dense gradients of at least min_size
+elements send their top-k elements (with error feedback: zen.torch.topk) through the sparse
+allreduce instead.
 """
 
 import warnings
@@ -14,7 +16,8 @@ from contextlib import contextmanager
 
 import torch
 
-from zen.torch.compression import Compression
+from zen.common.compression import check_topk_called
+from zen.torch.compression import Compression, TopKCompressor
 from zen.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
                                size, _sparse_allreduce_async,
                                synchronize, _check_process_set)
@@ -139,7 +142,16 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 handle = _sparse_allreduce_async(tensor, "allreduce.%s" % name, self.op)
                 return handle, None
 
-        tensor_compressed, ctx = self._compression.compress(tensor)
+        if isinstance(self._compression, TopKCompressor):
+            # Keyed by the parameter: the compressor keeps its residual and momentum.
+            tensor_compressed, ctx = self._compression.compress(tensor, p)
+            if tensor_compressed.is_sparse:
+                # The selected elements; the daemon writes the dense result.
+                handle = _sparse_allreduce_async(tensor_compressed, "allreduce.%s" % name,
+                                                 self.op, dense=True)
+                return handle, ctx
+        else:
+            tensor_compressed, ctx = self._compression.compress(tensor)
         if self.op == Average:
             # Split the average across pre- and postscale factors; the daemon divides by size.
             prescale_factor = 1.0 / self.gradient_predivide_factor
@@ -227,6 +239,19 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).zero_grad(*args, **kwargs)
 
 
+def _check_compression(compression, optimizer):
+    """ValueError for Compression.topk uncalled, or with momentum correction over an optimizer
+    that has momentum of its own (it would be applied twice)."""
+    check_topk_called(compression, TopKCompressor)
+    if isinstance(compression, TopKCompressor) and compression.momentum:
+        for group in optimizer.param_groups:
+            if group.get("momentum", 0):
+                raise ValueError("Compression.topk(momentum=%g) applies the momentum before "
+                                 "the compression (DGC's momentum correction): the wrapped "
+                                 "optimizer must have momentum=0, not %g"
+                                 % (compression.momentum, group["momentum"]))
+
+
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average,
                          gradient_predivide_factor=1.0, num_groups=0, groups=None,
@@ -236,12 +261,14 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
 
     named_parameters: model.named_parameters(), which name the gradients in the daemon
     (without it, names follow the order of the parameter groups). backward_passes_per_step:
-    backward passes accumulated locally per step. compression: Compression.none or .fp16
-    (dense gradients). sparse_as_dense: sparse gradients travel densified instead of through
-    Zen's sparse allreduce. num_groups / groups: accepted for compatibility; the daemon fuses
-    the gradients that reach it together without them.
+    backward passes accumulated locally per step. compression: Compression.none, .fp16 or
+    .topk(ratio) (dense gradients; topk: Deep Gradient Compression through Zen's sparse
+    allreduce, with error feedback, see zen.torch.topk). sparse_as_dense: sparse gradients
+    travel densified instead of through Zen's sparse allreduce. num_groups / groups: accepted
+    for compatibility; the daemon fuses the gradients that reach it together without them.
     """
     _check_process_set(process_set)
+    _check_compression(compression, optimizer)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     if op == Adasum:

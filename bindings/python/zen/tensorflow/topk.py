@@ -1,0 +1,106 @@
+"""Compression.topk for zen.tensorflow: Deep Gradient Compression's top-k sparsification
+(Lin et al., ICLR 2018) of dense gradients into Zen's sparse allreduce, as zen.torch.topk
+(which documents the algorithm and what is not implemented).
+
+Per gradient (keyed by its allreduce name, stable across steps) and step: u = momentum * u + g
+(momentum correction; u = g without), v = v + u, the k = ceil(ratio * numel) elements of v
+largest in magnitude (tf.math.top_k of |v|, flattened) travel as a 1-D tf.IndexedSlices
+through the sparse allreduce, and are cleared from v (and from u: momentum factor masking).
+The residual v and the momentum u are tf.Variables on this object, created in an init_scope
+on first use (so inside a traced train step too); they are not the optimizer's variables
+(not saved, not broadcast). Tensors below min_size elements go dense.
+"""
+
+import tensorflow as tf
+
+from zen.common.compression import Compressor, check_topk_args, topk_count
+
+__all__ = ["TopKCompressor"]
+
+
+class TopKCompressor(Compressor):
+    """Compression.topk(ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True) for
+    DistributedGradientTape and DistributedOptimizer: each dense gradient of at least
+    min_size elements sends its top ratio of elements through Zen's sparse allreduce, with
+    error feedback; tf.IndexedSlices gradients take Zen's sparse path unchanged. momentum > 0
+    is DGC's momentum correction: the wrapped optimizer must then have no momentum of its own.
+    hvd.allreduce(t, compression=topk) raises ValueError: it has no key for the residual."""
+
+    def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True):
+        check_topk_args(ratio, min_size, momentum)
+        self.ratio = float(ratio)
+        self.min_size = min_size
+        self.momentum = float(momentum)
+        self.momentum_masking = bool(momentum_masking)
+        self._residuals = {}
+        self._momenta = {}
+
+    def __repr__(self):
+        return ("Compression.topk(ratio=%g, min_size=%d, momentum=%g, momentum_masking=%s)"
+                % (self.ratio, self.min_size, self.momentum, self.momentum_masking))
+
+    def residual(self, key):
+        """The tf.Variable of what key's gradients have not sent yet (flattened), or None."""
+        return self._residuals.get(key)
+
+    def compresses(self, tensor):
+        """Whether tensor travels sparse (floating point, at least min_size elements)."""
+        return tensor.dtype.is_floating and tensor.shape.num_elements() is not None and \
+            tensor.shape.num_elements() >= self.min_size
+
+    def compress(self, tensor, key=None):
+        """(a 1-D tf.IndexedSlices of the selected elements, or a dense tensor; ctx)."""
+        if key is None:
+            raise ValueError("Compression.topk keeps a residual per tensor, so compress needs "
+                             "a key: use it with DistributedGradientTape or "
+                             "DistributedOptimizer (hvd.allreduce cannot pass one)")
+        tensor = tf.convert_to_tensor(tensor)
+        if not tensor.dtype.is_floating:
+            return tensor, None
+        if tensor.shape.num_elements() is None:
+            raise ValueError("Compression.topk: the gradient %r has no static shape (%s)"
+                             % (key, tensor.shape))
+        flat = tf.reshape(tensor, [-1])
+        update = flat
+        if self.momentum:
+            momentum = self._state(self._momenta, key, flat)
+            momentum.assign(momentum * self.momentum + flat)
+            update = momentum.read_value()
+        if not self.compresses(tensor):
+            if self.momentum:
+                return tf.reshape(update, tf.shape(tensor)), tensor.shape
+            return tensor, None
+        residual = self._state(self._residuals, key, flat)
+        residual.assign_add(update)
+        accumulated = residual.read_value()
+        numel = tensor.shape.num_elements()
+        _, indices = tf.math.top_k(tf.abs(accumulated), topk_count(numel, self.ratio),
+                                   sorted=False)
+        values = tf.gather(accumulated, indices)
+        sent = tf.expand_dims(indices, 1)
+        residual.scatter_nd_update(sent, tf.zeros_like(values))
+        if self.momentum and self.momentum_masking:
+            momentum.scatter_nd_update(sent, tf.zeros_like(values))
+        slices = tf.IndexedSlices(values, tf.cast(indices, tf.int64),
+                                  tf.constant([numel], tf.int64))
+        return slices, tensor.shape
+
+    @staticmethod
+    def decompress(tensor, ctx):
+        """The reduced tensor (tf.IndexedSlices or dense) in the gradient's shape, dense."""
+        if ctx is None:
+            return tensor
+        return tf.reshape(tf.convert_to_tensor(tensor), ctx)
+
+    @staticmethod
+    def _state(states, key, flat):
+        state = states.get(key)
+        if state is None:
+            with tf.init_scope():
+                state = states[key] = tf.Variable(tf.zeros(flat.shape, flat.dtype),
+                                                  trainable=False)
+        elif state.shape != flat.shape or state.dtype != flat.dtype:
+            raise ValueError("Compression.topk: the gradient %r changed from %s %s to %s %s"
+                             % (key, state.dtype.name, state.shape, flat.dtype.name,
+                                flat.shape))
+        return state

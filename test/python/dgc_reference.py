@@ -1,0 +1,51 @@
+"""What torch_topk.py and tf_topk.py check Compression.topk against, in numpy (float64):
+gradients known in closed form and Deep Gradient Compression re-computed densely over every
+rank, by sorting (not the frameworks' top-k).
+
+The loss is (W * G).sum() + (b * h).sum(), so W's gradient is G and b's is h, drawn from a
+generator seeded by (rank, step, pass): every rank can rebuild every rank's gradients.
+"""
+
+import numpy as np
+
+SHAPE, BIAS = (40, 50), 10  # W: 2000 elements, compressed; b: 10, below MIN_SIZE: dense
+MIN_SIZE = 100
+
+
+def grads(rank, step, k=0):
+    """(G, h): rank's gradient of W and b in pass k of step."""
+    rs = np.random.RandomState(100003 * rank + 101 * step + k)
+    return rs.standard_normal(SHAPE), rs.standard_normal(BIAS)
+
+
+def step_grads(rank, step, passes=1):
+    """rank's gradients of one step, summed over its passes."""
+    pairs = [grads(rank, step, k) for k in range(passes)]
+    return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
+
+
+def dgc_reference(size, steps, ratio, passes=1, momentum=0.0, masking=True):
+    """DGC of W over every rank: (W's averaged update per step, every rank's final residual,
+    flattened)."""
+    numel = SHAPE[0] * SHAPE[1]
+    k = min(numel, max(1, round(numel * ratio)))
+    residuals = [np.zeros(numel) for _ in range(size)]
+    momenta = [np.zeros(numel) for _ in range(size)]
+    updates = []
+    for step in range(steps):
+        total = np.zeros(numel)
+        for r in range(size):
+            momenta[r] = momentum * momenta[r] + step_grads(r, step, passes)[0].reshape(-1)
+            residuals[r] = residuals[r] + momenta[r]
+            chosen = np.argsort(-np.abs(residuals[r]), kind="stable")[:k]
+            total[chosen] += residuals[r][chosen]
+            residuals[r][chosen] = 0
+            if momentum and masking:
+                momenta[r][chosen] = 0
+        updates.append((total / size).reshape(SHAPE))
+    return updates, residuals
+
+
+def largest(values, k):
+    """The indices of the k elements of values (1-D) largest in magnitude, as a set."""
+    return set(np.argsort(-np.abs(values), kind="stable")[:k].tolist())

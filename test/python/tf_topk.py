@@ -1,0 +1,177 @@
+"""What every rank runs in test_tensorflow.py's topk jobs: zen.tensorflow's Compression.topk
+(Deep Gradient Compression through Zen's sparse allreduce, zen.tensorflow.topk), check by
+check, against the dense re-computation of dgc_reference.py (float64).
+
+    tools/zenrun -np N .venv-tf/bin/python tf_topk.py [CHECK ...]
+
+Prints one line per check and rank: `ZENTEST {"check": ..., "ok": ..., "error": ...}`.
+"""
+
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
+sys.path.append(os.path.join(ROOT, "bindings", "python"))
+
+import zen.tensorflow as hvd  # noqa: E402
+from dgc_reference import (BIAS, MIN_SIZE, SHAPE, dgc_reference, grads, largest,  # noqa: E402
+                           step_grads)
+from rank_report import expect_raises, run_checks  # noqa: E402
+
+CHECKS = []
+TOL = 1e-12
+
+
+def check(fn):
+    CHECKS.append(fn)
+    return fn
+
+
+def assert_close(got, want, what, tol=TOL):
+    diff = float(np.abs(np.asarray(got) - want).max())
+    assert diff <= tol, "%s differs by %g" % (what, diff)
+
+
+def tape_updates(compression, steps, passes=1):
+    """W's and b's gradients through DistributedGradientTape per step (passes summed
+    locally first), with this rank's closed-form gradients."""
+    w = tf.Variable(tf.zeros(SHAPE, tf.float64))
+    b = tf.Variable(tf.zeros(BIAS, tf.float64))
+    updates = []
+    for step in range(steps):
+        g, h = step_grads(hvd.rank(), step, passes)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(w * g) + tf.reduce_sum(b * h)
+        tape = hvd.DistributedGradientTape(tape, compression=compression)
+        gw, gb = tape.gradient(loss, [w, b])
+        updates.append((gw.numpy(), gb.numpy()))
+    return updates
+
+
+@check
+def topk_bad_arguments():
+    for ratio in (0, -0.1, 1.5, None, True):
+        expect_raises(ValueError, lambda: hvd.Compression.topk(ratio), "ratio")
+    expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, min_size=0), "min_size")
+    expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
+        keras.optimizers.SGD(0.1, momentum=0.9),
+        compression=hvd.Compression.topk(0.1, momentum=0.9)), "momentum=0")
+    expect_raises(ValueError, lambda: hvd.DistributedGradientTape(
+        tf.GradientTape(), compression=hvd.Compression.topk), "Compression.topk(0.01)")
+    expect_raises(ValueError, lambda: hvd.allreduce(
+        tf.ones(SHAPE), compression=hvd.Compression.topk(0.1)), "key")
+
+
+@check
+def topk_tape_matches_reference_and_conserves():
+    """DistributedGradientTape with topk(0.02): W's updates are DGC's, b (below min_size) is
+    the plain average, and size * (sum of updates) + every rank's residual = every
+    gradient."""
+    size, rank, steps, ratio = hvd.size(), hvd.rank(), 4, 0.02
+    compression = hvd.Compression.topk(ratio, min_size=MIN_SIZE)
+    updates = tape_updates(compression, steps)
+    want, want_residuals = dgc_reference(size, steps, ratio)
+    for step, ((uw, ub), ref) in enumerate(zip(updates, want)):
+        assert_close(uw, ref, "W's update of step %d" % step)
+        assert_close(ub, sum(step_grads(r, step)[1] for r in range(size)) / size,
+                     "b's update of step %d" % step)
+    residual = compression.residual("DistributedGradientTape.0")  # W, the first gradient
+    assert_close(residual.numpy(), want_residuals[rank], "rank %d's residual" % rank)
+    residuals = hvd.allreduce(residual.read_value(), op=hvd.Sum, name="topk.residuals")
+    total = sum(step_grads(r, s)[0] for r in range(size) for s in range(steps))
+    sent = size * sum(uw for uw, _ in updates)
+    assert_close(sent + residuals.numpy().reshape(SHAPE), total, "sent + residuals", 1e-10)
+
+
+@check
+def topk_tape_momentum_correction():
+    size, steps, ratio = hvd.size(), 4, 0.05
+    updates = tape_updates(hvd.Compression.topk(ratio, min_size=MIN_SIZE, momentum=0.9), steps)
+    want, _ = dgc_reference(size, steps, ratio, momentum=0.9)
+    velocity = np.zeros(BIAS)  # b goes dense: the average of every rank's momentum
+    for step, ((uw, ub), ref) in enumerate(zip(updates, want)):
+        assert_close(uw, ref, "W's update of step %d" % step)
+        velocity = 0.9 * velocity + sum(step_grads(r, step)[1] for r in range(size)) / size
+        assert_close(ub, velocity, "b's update of step %d" % step)
+
+
+@check
+def topk_selects_largest():
+    """compress(tensor, key) on its own: the k elements of residual + gradient largest in
+    magnitude."""
+    compression = hvd.Compression.topk(0.01, min_size=MIN_SIZE)
+    residual = np.zeros(SHAPE[0] * SHAPE[1])
+    for step in range(3):
+        g = grads(hvd.rank(), step)[0]
+        accumulated = residual + g.reshape(-1)
+        slices, _ = compression.compress(tf.constant(g), "w")
+        chosen = set(slices.indices.numpy().tolist())
+        want = largest(accumulated, 20)
+        assert chosen == want, sorted(chosen ^ want)
+        residual = accumulated.copy()
+        residual[sorted(chosen)] = 0
+        assert_close(compression.residual("w").numpy(), residual, "residual")
+
+
+@check
+def topk_keras_ratio_one_is_dense():
+    """Keras DistributedOptimizer with topk(1.0) (everything sent) and with plain SGD
+    momentum against topk's momentum correction (no masking): the same variables as the
+    dense runs."""
+    def fit(compression, momentum):
+        w = tf.Variable(tf.zeros(SHAPE, tf.float64))
+        b = tf.Variable(tf.zeros(BIAS, tf.float64))
+        opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1, momentum=momentum),
+                                       compression=compression)
+        for step in range(3):
+            g, h = step_grads(hvd.rank(), step)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(w * g) + tf.reduce_sum(b * h)
+            opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
+        return w.numpy(), b.numpy()
+    for momentum in (0.0, 0.9):
+        want = fit(hvd.Compression.none, momentum)
+        got = fit(hvd.Compression.topk(1.0, min_size=1, momentum=momentum,
+                                       momentum_masking=False), 0.0)
+        # Keras's SGD holds its momentum as float32 (0.9 is 0.89999998): 1e-7, not 1e-12.
+        tol = 1e-7 if momentum else TOL
+        assert_close(got[0], want[0], "W (momentum %g)" % momentum, tol)
+        assert_close(got[1], want[1], "b (momentum %g)" % momentum, tol)
+
+
+@check
+def topk_keras_two_passes():
+    """Keras DistributedOptimizer(backward_passes_per_step=2) with topk(0.02): the two passes
+    are summed locally, then compressed once (the variables are -lr times dgc_reference's
+    updates of the summed gradients)."""
+    size, steps, ratio = hvd.size(), 3, 0.02
+    w = tf.Variable(tf.zeros(SHAPE, tf.float64))
+    b = tf.Variable(tf.zeros(BIAS, tf.float64))
+    opt = hvd.DistributedOptimizer(keras.optimizers.SGD(1.0), backward_passes_per_step=2,
+                                   compression=hvd.Compression.topk(ratio, min_size=MIN_SIZE))
+    for step in range(steps):
+        for k in range(2):
+            g, h = grads(hvd.rank(), step, k)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(w * g) + tf.reduce_sum(b * h)
+            opt.apply_gradients(zip(tape.gradient(loss, [w, b]), [w, b]))
+    want, _ = dgc_reference(size, steps, ratio, passes=2)
+    assert_close(w.numpy(), -sum(want), "W")
+    want_b = -sum(step_grads(r, s, 2)[1] for r in range(size) for s in range(steps)) / size
+    assert_close(b.numpy(), want_b, "b")
+
+
+def barrier_if_running():
+    if hvd.is_initialized():
+        hvd.barrier()
+
+
+if __name__ == "__main__":
+    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:], barrier_if_running))

@@ -1,0 +1,249 @@
+"""What every rank runs in test_torch.py's topk jobs: Compression.topk (Deep Gradient
+Compression through Zen's sparse allreduce, zen.torch.topk), check by check.
+
+    tools/zenrun -np N /usr/bin/python3 torch_topk.py [CHECK ...]
+
+The gradients are known in closed form (dgc_reference.py): every rank rebuilds every rank's
+gradients and checks the synchronized updates against a dense re-computation of DGC over all
+ranks, in float64. Prints one line per check and rank: `ZENTEST {"check": ..., ...}`.
+"""
+
+import os
+import sys
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
+sys.path.append(os.path.join(ROOT, "bindings", "python"))
+
+import zen.torch as hvd  # noqa: E402
+from dgc_reference import (BIAS, MIN_SIZE, SHAPE, dgc_reference, grads, largest,  # noqa: E402
+                           step_grads)
+from rank_report import expect_raises, run_checks  # noqa: E402
+
+CHECKS = []
+TOL = 1e-12
+STEPS_FIT, LR_FIT, FIT_SLACK = 100, 0.5, 1.5  # without error feedback: 2.7x dense
+
+
+def check(fn):
+    CHECKS.append(fn)
+    return fn
+
+
+def t(array):
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def train(compression, steps, passes=1, lr=0.0, momentum=0.0):
+    """W and b under DistributedOptimizer(SGD(lr, momentum)) for steps, with this rank's
+    gradients: (W's and b's synchronized gradient per step, W, b)."""
+    w = torch.nn.Parameter(torch.zeros(SHAPE, dtype=torch.float64))
+    b = torch.nn.Parameter(torch.zeros(BIAS, dtype=torch.float64))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([w, b], lr=lr, momentum=momentum),
+                                   named_parameters=[("w", w), ("b", b)],
+                                   compression=compression, backward_passes_per_step=passes)
+    updates = []
+    for step in range(steps):
+        opt.zero_grad()
+        for k in range(passes):
+            g, h = (t(x) for x in grads(hvd.rank(), step, k))
+            ((w * g).sum() + (b * h).sum()).backward()  # hooks post after the last pass
+        opt.synchronize()
+        updates.append((w.grad.clone(), b.grad.clone()))
+        with opt.skip_synchronize():
+            opt.step()
+    return updates, w, b
+
+
+def assert_close(got, want, what, tol=TOL):
+    diff = (got - (t(want) if isinstance(want, np.ndarray) else want)).abs().max().item()
+    assert diff <= tol, "%s differs by %g" % (what, diff)
+
+
+# ---- checks ----
+
+@check
+def topk_bad_arguments():
+    """Bad ratios and misuse raise ValueError at construction, on every rank."""
+    for ratio in (0, 0.0, -0.1, 1.5, None, True):
+        expect_raises(ValueError, lambda: hvd.Compression.topk(ratio), "ratio")
+    expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, min_size=0), "min_size")
+    expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, momentum=1.0), "momentum")
+    w = torch.nn.Parameter(torch.zeros(SHAPE))
+    expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
+        torch.optim.SGD([w], lr=0.1), named_parameters=[("w", w)],
+        compression=hvd.Compression.topk), "Compression.topk(0.01)")
+    expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
+        torch.optim.SGD([w], lr=0.1, momentum=0.9), named_parameters=[("w", w)],
+        compression=hvd.Compression.topk(0.1, momentum=0.9)), "momentum=0")
+    # No key for the residual: allreduce refuses it before posting anything.
+    expect_raises(ValueError, lambda: hvd.allreduce(
+        torch.ones(SHAPE), compression=hvd.Compression.topk(0.1)), "key")
+    assert hvd.Compression.topk(1.0).ratio == 1.0
+
+
+def conservation(passes):
+    """Nothing is lost: size * (the sum of the synchronized updates) + the sum of every rank's
+    final residual is the sum of every gradient; each update is DGC's (dgc_reference), has at
+    most size * k non-zeros, and b (below min_size) is the plain average."""
+    size, rank, steps, ratio = hvd.size(), hvd.rank(), 5, 0.02
+    compression = hvd.Compression.topk(ratio, min_size=MIN_SIZE)
+    updates, w, b = train(compression, steps, passes)
+    want_updates, want_residuals = dgc_reference(size, steps, ratio, passes)
+    for step, ((uw, ub), want) in enumerate(zip(updates, want_updates)):
+        assert_close(uw, want, "W's update of step %d" % step)
+        assert int((uw != 0).sum()) <= size * 40, int((uw != 0).sum())
+        want_b = sum(step_grads(r, step, passes)[1] for r in range(size)) / size
+        assert_close(ub, want_b, "b's update of step %d" % step)
+    residual = compression.residual(w)
+    assert residual is not None and compression.residual(b) is None
+    assert_close(residual, want_residuals[rank], "rank %d's residual" % rank)
+    residuals = hvd.allreduce(residual, op=hvd.Sum, name="topk.residuals")
+    total = sum(step_grads(r, s, passes)[0] for r in range(size) for s in range(steps))
+    sent = size * sum(uw for uw, _ in updates)
+    assert_close(sent + residuals.view(SHAPE), total, "sent + residuals against the gradients",
+                 1e-10)
+    used = hvd.stats()["tensors"]["allreduce.w"]
+    assert used["bytes_sent"] > 0
+
+
+@check
+def topk_conserves_gradients():
+    conservation(passes=1)
+
+
+@check
+def topk_conserves_gradients_two_passes():
+    conservation(passes=2)
+
+
+@check
+def topk_ratio_one_is_dense():
+    """ratio=1.0 sends everything: the updates are the dense allreduce's, and with momentum
+    correction (no masking) the parameters are dense momentum SGD's."""
+    steps = 4
+    dense, _, _ = train(hvd.Compression.none, steps)
+    topk, _, _ = train(hvd.Compression.topk(1.0, min_size=1), steps)
+    for step, ((dw, db), (tw, tb)) in enumerate(zip(dense, topk)):
+        assert_close(tw, dw, "W's update of step %d" % step)
+        assert_close(tb, db, "b's update of step %d" % step)
+    _, dw, db = train(hvd.Compression.none, steps, lr=0.1, momentum=0.9)
+    for min_size in (1, MIN_SIZE):  # W sparse and b dense, or both sparse
+        _, tw, tb = train(hvd.Compression.topk(1.0, min_size=min_size, momentum=0.9,
+                                               momentum_masking=False), steps, lr=0.1)
+        assert_close(tw, dw, "W after momentum SGD (min_size %d)" % min_size)
+        assert_close(tb, db, "b after momentum SGD (min_size %d)" % min_size)
+
+
+@check
+def topk_momentum_correction():
+    """momentum with and without factor masking: W's updates are DGC's (dgc_reference with
+    momentum); b, dense, sends the average of every rank's momentum."""
+    size, steps, ratio = hvd.size(), 5, 0.05
+    for masking in (True, False):
+        updates, _, _ = train(hvd.Compression.topk(ratio, min_size=MIN_SIZE, momentum=0.9,
+                                                   momentum_masking=masking), steps)
+        want, _ = dgc_reference(size, steps, ratio, momentum=0.9, masking=masking)
+        velocity = np.zeros(BIAS)
+        for step, ((uw, ub), ref) in enumerate(zip(updates, want)):
+            assert_close(uw, ref, "W's update of step %d (masking %s)" % (step, masking))
+            velocity = 0.9 * velocity + sum(step_grads(r, step)[1] for r in range(size)) / size
+            assert_close(ub, velocity, "b's update of step %d" % step)
+
+
+@check
+def topk_selects_largest_on_its_own():
+    """Standalone: compress(tensor, key) sends the k elements of residual + gradient largest in
+    magnitude (and keeps the rest); sparse_allreduce(dense=True) and decompress give the
+    average of what every rank sent."""
+    size, rank, ratio = hvd.size(), hvd.rank(), 0.01
+    compression = hvd.Compression.topk(ratio, min_size=MIN_SIZE)
+    want, _ = dgc_reference(size, 3, ratio)
+    residual = torch.zeros(SHAPE[0] * SHAPE[1], dtype=torch.float64)
+    for step in range(3):
+        g = t(grads(rank, step)[0])
+        accumulated = residual + g.reshape(-1)
+        sparse, ctx = compression.compress(g, "w")
+        assert sparse.is_sparse and sparse._nnz() == 20, sparse
+        chosen = set(sparse._indices()[0].tolist())
+        want_chosen = largest(accumulated.numpy(), 20)
+        assert chosen == want_chosen, sorted(chosen ^ want_chosen)
+        assert torch.equal(sparse.coalesce()._values(),
+                           accumulated[sorted(chosen)]), "values are not the residual's"
+        residual = accumulated.clone()
+        residual[sorted(chosen)] = 0
+        assert torch.equal(compression.residual("w"), residual)
+        out = hvd.sparse_allreduce(sparse, name="topk.alone", dense=True)
+        assert_close(compression.decompress(out, ctx), want[step], "step %d" % step)
+    # Below min_size: the gradient itself, dense.
+    small = torch.ones(5, dtype=torch.float64)
+    assert compression.compress(small, "small") == (small, None)
+
+
+class Regression(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hidden = torch.nn.Linear(32, 128)
+        self.out = torch.nn.Linear(128, 8)
+
+    def forward(self, x):
+        return self.out(torch.tanh(self.hidden(x)))
+
+
+def regression_data(steps, batch):
+    """A teacher network's outputs on random inputs: (x, y) per step of the global batch, and
+    a held-out set."""
+    g = torch.Generator().manual_seed(5)
+    teacher = [torch.randn(32, 64, generator=g) / 32 ** 0.5,
+               torch.randn(64, 8, generator=g) / 64 ** 0.5]
+
+    def sample(n):
+        x = torch.randn(n, 32, generator=g)
+        return x, torch.tanh(x @ teacher[0]) @ teacher[1]
+    return [sample(batch) for _ in range(steps)], sample(512)
+
+
+def fit(compression, data, held_out, lr):
+    """The held-out loss after training Regression on data (each rank its slice of every
+    global batch); every rank ends with the same parameters."""
+    size, rank = hvd.size(), hvd.rank()
+    torch.manual_seed(3)
+    model = Regression()
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=lr),
+                                   named_parameters=model.named_parameters(),
+                                   compression=compression)
+    for x, y in data:
+        share = x.shape[0] // size
+        mine = slice(rank * share, (rank + 1) * share)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x[mine]), y[mine]).backward()
+        opt.step()
+    for name, p in model.named_parameters():
+        assert torch.equal(hvd.broadcast(p.detach(), 0, name="topk.fit.%s" % name), p), name
+    with torch.no_grad():
+        return torch.nn.functional.mse_loss(model(held_out[0]), held_out[1]).item()
+
+
+@check
+def topk_trains_close_to_dense():
+    """A small regression network trains with topk(0.01) (and momentum correction) to a
+    held-out loss close to the dense run's, far below where it started."""
+    data, held_out = regression_data(STEPS_FIT, 64)
+    start = fit(hvd.Compression.none, [], held_out, LR_FIT)
+    dense = fit(hvd.Compression.none, data, held_out, LR_FIT)
+    topk = fit(hvd.Compression.topk(0.01), data, held_out, LR_FIT)
+    assert dense < 0.2 * start, (start, dense)
+    assert topk < FIT_SLACK * dense, (start, dense, topk)
+
+
+def barrier_if_running():
+    if hvd.is_initialized():
+        hvd.barrier()
+
+
+if __name__ == "__main__":
+    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:], barrier_if_running))
