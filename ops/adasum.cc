@@ -3,7 +3,8 @@
 #include "ops/adasum.h"
 
 #include <algorithm>
-#include <type_traits>
+
+#include "ops/reduce.h"
 
 namespace zen::ops {
 namespace {
@@ -16,56 +17,27 @@ constexpr uint32_t kTagGather = 0x3ad3;
 // Per tensor: a·b, ‖a‖², ‖b‖².
 constexpr size_t kPartials = 3;
 
-template <typename T>
-void widenTyped(const void* in, double* out, size_t count) {
-  const T* x = static_cast<const T*>(in);
-  for (size_t i = 0; i < count; ++i) {
-    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-      out[i] = static_cast<double>(toFloat(x[i]));
-    } else {
-      out[i] = static_cast<double>(x[i]);
-    }
-  }
-}
-
-template <typename T>
-void narrowTyped(const double* in, void* out, size_t count) {
-  T* y = static_cast<T*>(out);
-  for (size_t i = 0; i < count; ++i) {
-    if constexpr (std::is_same_v<T, Half>) {
-      y[i] = toHalf(static_cast<float>(in[i]));
-    } else if constexpr (std::is_same_v<T, BFloat16>) {
-      y[i] = toBFloat16(static_cast<float>(in[i]));
-    } else {
-      y[i] = static_cast<T>(in[i]);
-    }
-  }
-}
-
+// The bucket's elements as fp64, through the accumulator type (fp32 for 16-bit floats) as the
+// other reductions read them.
 void widen(const void* in, double* out, size_t count, DataType dtype) {
-  switch (dtype) {
-    case DataType::kFloat16:
-      return widenTyped<Half>(in, out, count);
-    case DataType::kBFloat16:
-      return widenTyped<BFloat16>(in, out, count);
-    case DataType::kFloat32:
-      return widenTyped<float>(in, out, count);
-    default:
-      return widenTyped<double>(in, out, count);
-  }
+  dispatchDataType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(in);
+    for (size_t i = 0; i < count; ++i) {
+      out[i] = static_cast<double>(toAccumulator<AccumulatorT<T>>(x[i]));
+    }
+  });
 }
 
+// Rounded once into dtype (16-bit floats through fp32).
 void narrow(const double* in, void* out, size_t count, DataType dtype) {
-  switch (dtype) {
-    case DataType::kFloat16:
-      return narrowTyped<Half>(in, out, count);
-    case DataType::kBFloat16:
-      return narrowTyped<BFloat16>(in, out, count);
-    case DataType::kFloat32:
-      return narrowTyped<float>(in, out, count);
-    default:
-      return narrowTyped<double>(in, out, count);
-  }
+  dispatchDataType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* y = static_cast<T*>(out);
+    for (size_t i = 0; i < count; ++i) {
+      y[i] = fromAccumulator<T>(static_cast<AccumulatorT<T>>(in[i]));
+    }
+  });
 }
 
 // Sends `sendCount` doubles to peer and receives `recvCount` from it; the lower rank sends
@@ -85,24 +57,18 @@ Status exchange(Transport& t,
   return t.send(peer, send, sendCount * sizeof(double), tag);
 }
 
-struct Range {
-  size_t begin = 0;
-  size_t end = 0;
-  size_t size() const { return end - begin; }
-};
-
 // One halving level as this rank saw it: the segment it held and the half it kept (the first
 // on the lower rank of the pair).
 struct Level {
   int peer = 0;
   bool low = true;
-  Range held;
-  Range kept;
+  ElementRange held;
+  ElementRange kept;
 };
 
 class Halving {
  public:
-  Halving(Transport& t, std::vector<double>& x, const std::vector<Range>& tensors)
+  Halving(Transport& t, std::vector<double>& x, const std::vector<ElementRange>& tensors)
       : t_(t),
         x_(x),
         tensors_(tensors),
@@ -111,13 +77,13 @@ class Halving {
 
   Status run() {
     const int me = t_.rank();
-    Range held{0, x_.size()};
+    ElementRange held{0, x_.size()};
     std::vector<Level> levels;
     for (int d = 1; d < t_.size(); d <<= 1) {
       const bool low = (me & d) == 0;
       const size_t mid = held.begin + held.size() / 2;
-      const Range kept = low ? Range{held.begin, mid} : Range{mid, held.end};
-      const Range given = low ? Range{mid, held.end} : Range{held.begin, mid};
+      const ElementRange kept = low ? ElementRange{held.begin, mid} : ElementRange{mid, held.end};
+      const ElementRange given = low ? ElementRange{mid, held.end} : ElementRange{held.begin, mid};
       levels.push_back({me ^ d, low, held, kept});
       theirs_.resize(kept.size());
       ZEN_RETURN_IF_ERROR(exchange(t_, me ^ d, x_.data() + given.begin, given.size(),
@@ -133,9 +99,9 @@ class Halving {
     }
     // The allgather: the halving in reverse, each pair swapping the halves it kept.
     for (auto level = levels.rbegin(); level != levels.rend(); ++level) {
-      const Range& kept = level->kept;
-      const Range other =
-          level->low ? Range{kept.end, level->held.end} : Range{level->held.begin, kept.begin};
+      const ElementRange& kept = level->kept;
+      const ElementRange other = level->low ? ElementRange{kept.end, level->held.end}
+                                            : ElementRange{level->held.begin, kept.begin};
       ZEN_RETURN_IF_ERROR(exchange(t_, level->peer, x_.data() + kept.begin, kept.size(),
                                    x_.data() + other.begin, other.size(), kTagGather));
     }
@@ -144,7 +110,7 @@ class Halving {
 
  private:
   // a and b hold the elements of `kept`.
-  void computePartials(const Range& kept, const double* a, const double* b) {
+  void computePartials(const ElementRange& kept, const double* a, const double* b) {
     std::fill(partials_.begin(), partials_.end(), 0.0);
     for (size_t k = 0; k < tensors_.size(); ++k) {
       const size_t begin = std::max(kept.begin, tensors_[k].begin);
@@ -174,7 +140,7 @@ class Halving {
   }
 
   // The kept half becomes ca·a + cb·b, with its tensors' coefficients.
-  void combine(const Range& kept, const double* a, const double* b) {
+  void combine(const ElementRange& kept, const double* a, const double* b) {
     combined_.resize(kept.size());
     for (size_t k = 0; k < tensors_.size(); ++k) {
       const size_t begin = std::max(kept.begin, tensors_[k].begin);
@@ -196,7 +162,7 @@ class Halving {
 
   Transport& t_;
   std::vector<double>& x_;
-  const std::vector<Range>& tensors_;
+  const std::vector<ElementRange>& tensors_;
   std::vector<double> partials_;
   std::vector<double> other_;
   std::vector<double> theirs_;
@@ -215,7 +181,7 @@ Status adasum(const AdasumOptions& o) {
   ZEN_CHECK_ARG((n & (n - 1)) == 0, "adasum: needs a power-of-two number of ranks, not {}", n);
 
   auto start = Clock::now();
-  std::vector<Range> ranges;
+  std::vector<ElementRange> ranges;
   size_t total = 0;
   for (const AdasumTensor& x : o.tensors) {
     ranges.push_back({total, total + x.count});
