@@ -68,16 +68,23 @@ struct Level {
 
 class Halving {
  public:
-  Halving(Transport& t, std::vector<double>& x, const std::vector<ElementRange>& tensors)
+  // x: the fp64 bucket of `total` elements; theirs: room for the larger half of it.
+  Halving(Transport& t,
+          double* x,
+          size_t total,
+          double* theirs,
+          const std::vector<ElementRange>& tensors)
       : t_(t),
         x_(x),
+        total_(total),
+        theirs_(theirs),
         tensors_(tensors),
         partials_(tensors.size() * kPartials),
         other_(partials_.size()) {}
 
   Status run() {
     const int me = t_.rank();
-    ElementRange held{0, x_.size()};
+    ElementRange held{0, total_};
     std::vector<Level> levels;
     for (int d = 1; d < t_.size(); d <<= 1) {
       const bool low = (me & d) == 0;
@@ -85,13 +92,12 @@ class Halving {
       const ElementRange kept = low ? ElementRange{held.begin, mid} : ElementRange{mid, held.end};
       const ElementRange given = low ? ElementRange{mid, held.end} : ElementRange{held.begin, mid};
       levels.push_back({me ^ d, low, held, kept});
-      theirs_.resize(kept.size());
-      ZEN_RETURN_IF_ERROR(exchange(t_, me ^ d, x_.data() + given.begin, given.size(),
-                                   theirs_.data(), kept.size(), kTagHalf));
+      ZEN_RETURN_IF_ERROR(
+          exchange(t_, me ^ d, x_ + given.begin, given.size(), theirs_, kept.size(), kTagHalf));
       // a is the low subtree's vector on every rank of the group, so the partials add up.
-      const double* mine = x_.data() + kept.begin;
-      const double* a = low ? mine : theirs_.data();
-      const double* b = low ? theirs_.data() : mine;
+      const double* mine = x_ + kept.begin;
+      const double* a = low ? mine : theirs_;
+      const double* b = low ? theirs_ : mine;
       computePartials(kept, a, b);
       ZEN_RETURN_IF_ERROR(sumPartials(d));
       combine(kept, a, b);
@@ -102,8 +108,8 @@ class Halving {
       const ElementRange& kept = level->kept;
       const ElementRange other = level->low ? ElementRange{kept.end, level->held.end}
                                             : ElementRange{level->held.begin, kept.begin};
-      ZEN_RETURN_IF_ERROR(exchange(t_, level->peer, x_.data() + kept.begin, kept.size(),
-                                   x_.data() + other.begin, other.size(), kTagGather));
+      ZEN_RETURN_IF_ERROR(exchange(t_, level->peer, x_ + kept.begin, kept.size(), x_ + other.begin,
+                                   other.size(), kTagGather));
     }
     return Status::ok();
   }
@@ -139,9 +145,10 @@ class Halving {
     return Status::ok();
   }
 
-  // The kept half becomes ca·a + cb·b, with its tensors' coefficients.
+  // The kept half becomes ca·a + cb·b, with its tensors' coefficients, in place: a or b is
+  // x_'s kept half, and element i is written only after its own a[i] and b[i] were read.
   void combine(const ElementRange& kept, const double* a, const double* b) {
-    combined_.resize(kept.size());
+    double* out = x_ + kept.begin;
     for (size_t k = 0; k < tensors_.size(); ++k) {
       const size_t begin = std::max(kept.begin, tensors_[k].begin);
       const size_t end = std::min(kept.end, tensors_[k].end);
@@ -153,20 +160,18 @@ class Halving {
       const double cb = bb == 0 ? 1.0 : 1.0 - dot / (2 * bb);
       for (size_t g = begin; g < end; ++g) {
         const size_t i = g - kept.begin;
-        combined_[i] = ca * a[i] + cb * b[i];
+        out[i] = ca * a[i] + cb * b[i];
       }
     }
-    // a or b points into x_: write back only once both were read.
-    std::copy(combined_.begin(), combined_.end(), x_.begin() + static_cast<ptrdiff_t>(kept.begin));
   }
 
   Transport& t_;
-  std::vector<double>& x_;
+  double* const x_;
+  const size_t total_;
+  double* const theirs_;
   const std::vector<ElementRange>& tensors_;
   std::vector<double> partials_;
   std::vector<double> other_;
-  std::vector<double> theirs_;
-  std::vector<double> combined_;
 };
 
 }  // namespace
@@ -187,9 +192,11 @@ Status adasum(const AdasumOptions& o) {
     ranges.push_back({total, total + x.count});
     total += x.count;
   }
+  // The bucket, then room for the half received at the first level (the larger one).
+  const size_t received = total - total / 2;
   std::vector<double> local;
   std::vector<double>& buffer = o.scratch != nullptr ? *o.scratch : local;
-  buffer.resize(total);
+  if (buffer.size() < total + received) buffer.resize(total + received);
   for (size_t k = 0; k < o.tensors.size(); ++k) {
     const AdasumTensor& x = o.tensors[k];
     double* to = buffer.data() + ranges[k].begin;
@@ -203,7 +210,9 @@ Status adasum(const AdasumOptions& o) {
 
   start = Clock::now();
   // Every rank has the same total: an empty bucket skips the wire everywhere.
-  if (n > 1 && total > 0) ZEN_RETURN_IF_ERROR(Halving(t, buffer, ranges).run());
+  if (n > 1 && total > 0) {
+    ZEN_RETURN_IF_ERROR(Halving(t, buffer.data(), total, buffer.data() + total, ranges).run());
+  }
   if (o.phases) o.phases->push_back({"ADASUM", start, Clock::now()});
 
   start = Clock::now();
