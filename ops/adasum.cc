@@ -193,7 +193,7 @@ Status adasum(const AdasumOptions& o) {
     total += x.count;
   }
   // The bucket, then room for the half received at the first level (the larger one).
-  const size_t received = total - total / 2;
+  const size_t received = n > 1 ? total - total / 2 : 0;
   std::vector<double> local;
   std::vector<double>& buffer = o.scratch != nullptr ? *o.scratch : local;
   if (buffer.size() < total + received) buffer.resize(total + received);
