@@ -35,8 +35,9 @@ void radixSortByKey(std::vector<KeyValue>* items, std::vector<KeyValue>* scratch
   int digits = 0;
   while (digits < kMaxDigits && (any >> (digits * kDigitBits)) != 0) ++digits;
 
-  std::vector<std::array<size_t, kBuckets>> histograms(static_cast<size_t>(digits));
-  for (auto& h : histograms) h.fill(0);
+  // On the stack (16 KiB at most): no allocation per call.
+  std::array<std::array<size_t, kBuckets>, kMaxDigits> histograms;
+  for (int d = 0; d < digits; ++d) histograms[d].fill(0);
   for (const KeyValue& kv : *items) {
     for (int d = 0; d < digits; ++d) ++histograms[d][digitOf(kv.key, d)];
   }

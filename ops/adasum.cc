@@ -3,7 +3,8 @@
 #include "ops/adasum.h"
 
 #include <algorithm>
-#include <type_traits>
+
+#include "ops/reduce.h"
 
 namespace zen::ops {
 namespace {
@@ -16,56 +17,27 @@ constexpr uint32_t kTagGather = 0x3ad3;
 // Per tensor: a·b, ‖a‖², ‖b‖².
 constexpr size_t kPartials = 3;
 
-template <typename T>
-void widenTyped(const void* in, double* out, size_t count) {
-  const T* x = static_cast<const T*>(in);
-  for (size_t i = 0; i < count; ++i) {
-    if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-      out[i] = static_cast<double>(toFloat(x[i]));
-    } else {
-      out[i] = static_cast<double>(x[i]);
-    }
-  }
-}
-
-template <typename T>
-void narrowTyped(const double* in, void* out, size_t count) {
-  T* y = static_cast<T*>(out);
-  for (size_t i = 0; i < count; ++i) {
-    if constexpr (std::is_same_v<T, Half>) {
-      y[i] = toHalf(static_cast<float>(in[i]));
-    } else if constexpr (std::is_same_v<T, BFloat16>) {
-      y[i] = toBFloat16(static_cast<float>(in[i]));
-    } else {
-      y[i] = static_cast<T>(in[i]);
-    }
-  }
-}
-
+// The bucket's elements as fp64, through the accumulator type (fp32 for 16-bit floats) as the
+// other reductions read them.
 void widen(const void* in, double* out, size_t count, DataType dtype) {
-  switch (dtype) {
-    case DataType::kFloat16:
-      return widenTyped<Half>(in, out, count);
-    case DataType::kBFloat16:
-      return widenTyped<BFloat16>(in, out, count);
-    case DataType::kFloat32:
-      return widenTyped<float>(in, out, count);
-    default:
-      return widenTyped<double>(in, out, count);
-  }
+  dispatchDataType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T* x = static_cast<const T*>(in);
+    for (size_t i = 0; i < count; ++i) {
+      out[i] = static_cast<double>(toAccumulator<AccumulatorT<T>>(x[i]));
+    }
+  });
 }
 
+// Rounded once into dtype (16-bit floats through fp32).
 void narrow(const double* in, void* out, size_t count, DataType dtype) {
-  switch (dtype) {
-    case DataType::kFloat16:
-      return narrowTyped<Half>(in, out, count);
-    case DataType::kBFloat16:
-      return narrowTyped<BFloat16>(in, out, count);
-    case DataType::kFloat32:
-      return narrowTyped<float>(in, out, count);
-    default:
-      return narrowTyped<double>(in, out, count);
-  }
+  dispatchDataType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* y = static_cast<T*>(out);
+    for (size_t i = 0; i < count; ++i) {
+      y[i] = fromAccumulator<T>(static_cast<AccumulatorT<T>>(in[i]));
+    }
+  });
 }
 
 // Sends `sendCount` doubles to peer and receives `recvCount` from it; the lower rank sends
@@ -85,47 +57,47 @@ Status exchange(Transport& t,
   return t.send(peer, send, sendCount * sizeof(double), tag);
 }
 
-struct Range {
-  size_t begin = 0;
-  size_t end = 0;
-  size_t size() const { return end - begin; }
-};
-
 // One halving level as this rank saw it: the segment it held and the half it kept (the first
 // on the lower rank of the pair).
 struct Level {
   int peer = 0;
   bool low = true;
-  Range held;
-  Range kept;
+  ElementRange held;
+  ElementRange kept;
 };
 
 class Halving {
  public:
-  Halving(Transport& t, std::vector<double>& x, const std::vector<Range>& tensors)
+  // x: the fp64 bucket of `total` elements; theirs: room for the larger half of it.
+  Halving(Transport& t,
+          double* x,
+          size_t total,
+          double* theirs,
+          const std::vector<ElementRange>& tensors)
       : t_(t),
         x_(x),
+        total_(total),
+        theirs_(theirs),
         tensors_(tensors),
         partials_(tensors.size() * kPartials),
         other_(partials_.size()) {}
 
   Status run() {
     const int me = t_.rank();
-    Range held{0, x_.size()};
+    ElementRange held{0, total_};
     std::vector<Level> levels;
     for (int d = 1; d < t_.size(); d <<= 1) {
       const bool low = (me & d) == 0;
       const size_t mid = held.begin + held.size() / 2;
-      const Range kept = low ? Range{held.begin, mid} : Range{mid, held.end};
-      const Range given = low ? Range{mid, held.end} : Range{held.begin, mid};
+      const ElementRange kept = low ? ElementRange{held.begin, mid} : ElementRange{mid, held.end};
+      const ElementRange given = low ? ElementRange{mid, held.end} : ElementRange{held.begin, mid};
       levels.push_back({me ^ d, low, held, kept});
-      theirs_.resize(kept.size());
-      ZEN_RETURN_IF_ERROR(exchange(t_, me ^ d, x_.data() + given.begin, given.size(),
-                                   theirs_.data(), kept.size(), kTagHalf));
+      ZEN_RETURN_IF_ERROR(
+          exchange(t_, me ^ d, x_ + given.begin, given.size(), theirs_, kept.size(), kTagHalf));
       // a is the low subtree's vector on every rank of the group, so the partials add up.
-      const double* mine = x_.data() + kept.begin;
-      const double* a = low ? mine : theirs_.data();
-      const double* b = low ? theirs_.data() : mine;
+      const double* mine = x_ + kept.begin;
+      const double* a = low ? mine : theirs_;
+      const double* b = low ? theirs_ : mine;
       computePartials(kept, a, b);
       ZEN_RETURN_IF_ERROR(sumPartials(d));
       combine(kept, a, b);
@@ -133,18 +105,18 @@ class Halving {
     }
     // The allgather: the halving in reverse, each pair swapping the halves it kept.
     for (auto level = levels.rbegin(); level != levels.rend(); ++level) {
-      const Range& kept = level->kept;
-      const Range other =
-          level->low ? Range{kept.end, level->held.end} : Range{level->held.begin, kept.begin};
-      ZEN_RETURN_IF_ERROR(exchange(t_, level->peer, x_.data() + kept.begin, kept.size(),
-                                   x_.data() + other.begin, other.size(), kTagGather));
+      const ElementRange& kept = level->kept;
+      const ElementRange other = level->low ? ElementRange{kept.end, level->held.end}
+                                            : ElementRange{level->held.begin, kept.begin};
+      ZEN_RETURN_IF_ERROR(exchange(t_, level->peer, x_ + kept.begin, kept.size(), x_ + other.begin,
+                                   other.size(), kTagGather));
     }
     return Status::ok();
   }
 
  private:
   // a and b hold the elements of `kept`.
-  void computePartials(const Range& kept, const double* a, const double* b) {
+  void computePartials(const ElementRange& kept, const double* a, const double* b) {
     std::fill(partials_.begin(), partials_.end(), 0.0);
     for (size_t k = 0; k < tensors_.size(); ++k) {
       const size_t begin = std::max(kept.begin, tensors_[k].begin);
@@ -173,9 +145,10 @@ class Halving {
     return Status::ok();
   }
 
-  // The kept half becomes ca·a + cb·b, with its tensors' coefficients.
-  void combine(const Range& kept, const double* a, const double* b) {
-    combined_.resize(kept.size());
+  // The kept half becomes ca·a + cb·b, with its tensors' coefficients, in place: a or b is
+  // x_'s kept half, and element i is written only after its own a[i] and b[i] were read.
+  void combine(const ElementRange& kept, const double* a, const double* b) {
+    double* out = x_ + kept.begin;
     for (size_t k = 0; k < tensors_.size(); ++k) {
       const size_t begin = std::max(kept.begin, tensors_[k].begin);
       const size_t end = std::min(kept.end, tensors_[k].end);
@@ -187,20 +160,18 @@ class Halving {
       const double cb = bb == 0 ? 1.0 : 1.0 - dot / (2 * bb);
       for (size_t g = begin; g < end; ++g) {
         const size_t i = g - kept.begin;
-        combined_[i] = ca * a[i] + cb * b[i];
+        out[i] = ca * a[i] + cb * b[i];
       }
     }
-    // a or b points into x_: write back only once both were read.
-    std::copy(combined_.begin(), combined_.end(), x_.begin() + static_cast<ptrdiff_t>(kept.begin));
   }
 
   Transport& t_;
-  std::vector<double>& x_;
-  const std::vector<Range>& tensors_;
+  double* const x_;
+  const size_t total_;
+  double* const theirs_;
+  const std::vector<ElementRange>& tensors_;
   std::vector<double> partials_;
   std::vector<double> other_;
-  std::vector<double> theirs_;
-  std::vector<double> combined_;
 };
 
 }  // namespace
@@ -215,15 +186,17 @@ Status adasum(const AdasumOptions& o) {
   ZEN_CHECK_ARG((n & (n - 1)) == 0, "adasum: needs a power-of-two number of ranks, not {}", n);
 
   auto start = Clock::now();
-  std::vector<Range> ranges;
+  std::vector<ElementRange> ranges;
   size_t total = 0;
   for (const AdasumTensor& x : o.tensors) {
     ranges.push_back({total, total + x.count});
     total += x.count;
   }
+  // The bucket, then room for the half received at the first level (the larger one).
+  const size_t received = n > 1 ? total - total / 2 : 0;
   std::vector<double> local;
   std::vector<double>& buffer = o.scratch != nullptr ? *o.scratch : local;
-  buffer.resize(total);
+  if (buffer.size() < total + received) buffer.resize(total + received);
   for (size_t k = 0; k < o.tensors.size(); ++k) {
     const AdasumTensor& x = o.tensors[k];
     double* to = buffer.data() + ranges[k].begin;
@@ -237,7 +210,9 @@ Status adasum(const AdasumOptions& o) {
 
   start = Clock::now();
   // Every rank has the same total: an empty bucket skips the wire everywhere.
-  if (n > 1 && total > 0) ZEN_RETURN_IF_ERROR(Halving(t, buffer, ranges).run());
+  if (n > 1 && total > 0) {
+    ZEN_RETURN_IF_ERROR(Halving(t, buffer.data(), total, buffer.data() + total, ranges).run());
+  }
   if (o.phases) o.phases->push_back({"ADASUM", start, Clock::now()});
 
   start = Clock::now();

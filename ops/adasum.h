@@ -48,7 +48,8 @@ struct AdasumOptions {
   Transport* transport = nullptr;            // size() a power of two
   std::vector<AdasumTensor> tensors;         // the same order on every rank
   DataType dtype = DataType::kFloat32;       // float16, bfloat16, float32 or float64
-  std::vector<double>* scratch = nullptr;    // the fp64 bucket, grown as needed (null: per call)
+  std::vector<double>* scratch = nullptr;    // the fp64 bucket and the half received (1.5x
+                                             // its elements), grown as needed (null: per call)
   std::vector<ExecPhase>* phases = nullptr;  // optional: FUSE, ADASUM, UNFUSE
 };
 

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "ops/sparse_allreduce.h"
+
 namespace zen::ops {
 namespace {
 
@@ -66,6 +68,11 @@ Status AutoScheme::record(const std::string& key,
   p.chosen =
       candidates_[static_cast<size_t>(std::min_element(sums.begin(), sums.end()) - sums.begin())];
   return Status::ok();
+}
+
+Status AutoScheme::record(const std::string& key, const SyncStats& stats, Transport& transport) {
+  if (stats.totalNnz == 0) return Status::ok();
+  return record(key, stats.scheme, stats.seconds, transport);
 }
 
 std::optional<Scheme> AutoScheme::chosen(const std::string& key) const {

@@ -29,6 +29,8 @@
 
 namespace zen::ops {
 
+struct SyncStats;  // ops/sparse_allreduce.h
+
 class AutoScheme {
  public:
   // candidates: the schemes profiled, in profiling and tie-break order (Config::parse checks
@@ -47,6 +49,9 @@ class AutoScheme {
   // `seconds` on this rank. Every rank calls it for the same calls in the same order: the
   // last profiling call makes it a collective over `transport` (one allreduce of k doubles).
   Status record(const std::string& key, Scheme scheme, double seconds, Transport& transport);
+  // The same from a successful call's stats (the scheme that ran, its seconds); a call that
+  // exchanged no rows (totalNnz 0, identical on every rank) is no sample and changes nothing.
+  Status record(const std::string& key, const SyncStats& stats, Transport& transport);
 
   // The agreed choice, once profiling ended.
   std::optional<Scheme> chosen(const std::string& key) const;

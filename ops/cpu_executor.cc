@@ -255,9 +255,7 @@ Status CpuExecutor::sparse(const Response& r,
     if (badIndex.empty()) return status;
     return Status(status.code(), fmt::format("{} (here: {})", status.message(), badIndex));
   }
-  if (autoScheme && stats.totalNnz > 0) {
-    ZEN_RETURN_IF_ERROR(autoScheme_.record(autoKey, stats.scheme, stats.seconds, *transport_));
-  }
+  if (autoScheme) ZEN_RETURN_IF_ERROR(autoScheme_.record(autoKey, stats, *transport_));
 
   start = Clock::now();
   SparseBucket::split(r, entries, sparseResult_.sparse);

@@ -107,8 +107,7 @@ Status runScheme(ops::Transport& t,
     for (size_t i = 0; i < profiling && !profiler.chosen(key); ++i) {
       options.scheme = profiler.next(key);
       ZEN_RETURN_IF_ERROR(call());
-      if (last->stats.totalNnz == 0) continue;  // nothing exchanged: the executor's rule
-      ZEN_RETURN_IF_ERROR(profiler.record(key, last->stats.scheme, last->stats.seconds, t));
+      ZEN_RETURN_IF_ERROR(profiler.record(key, last->stats, t));
     }
     options.scheme = profiler.next(key);
     sample->autoChoice = static_cast<double>(options.scheme);

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <vector>
 
+#include "ops/sparse_allreduce.h"
 #include "test/ops/transport_harness.h"
 
 namespace zen::ops::testing {
@@ -136,6 +137,24 @@ TEST(AutoScheme, RecordingAnotherSchemeThanPlannedIsAnError) {
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(s.message().find("call 2 of a bucket ran zen, expected agsparse"), std::string::npos)
         << s.message();
+  });
+}
+
+TEST(AutoScheme, ACallThatExchangedNoRowsIsNoSample) {
+  runRanks({Backend::kInProcess, 2}, {}, [&](Transport& t) {
+    AutoScheme as({kZen, kHc}, 1);
+    SyncStats stats;
+    stats.scheme = kHc;  // not the planned zen: would be an error as a sample
+    stats.seconds = 1.0;
+    ASSERT_TRUE(as.record("k", stats, t).isOk());
+    EXPECT_EQ(as.next("k"), kZen);
+    stats.totalNnz = 1;
+    const Status s = as.record("k", stats, t);
+    EXPECT_NE(s.message().find("call 0 of a bucket ran hc, expected zen"), std::string::npos)
+        << s.message();
+    stats.scheme = kZen;
+    ASSERT_TRUE(as.record("k", stats, t).isOk());
+    EXPECT_EQ(as.next("k"), kHc);
   });
 }
 

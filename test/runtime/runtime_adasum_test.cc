@@ -67,20 +67,8 @@ TEST(RuntimeAdasum, FusedBucketMatchesTheTreePerTensor) {
 }
 
 TEST(RuntimeAdasum, JoinedRankContributesZeros) {
-  constexpr int kJoiner = 1;
   Job job(kRanks);
-  job.onEachRank([&](int r, Runtime& rt) {
-    if (r != kJoiner) return;
-    auto join = rt.enqueue(TensorOp::join());
-    ASSERT_TRUE(join.isOk()) << join.status().toString();
-  });
-  runStep(job, {0, 2, 3});
-  job.onEachRank([&](int r, Runtime& rt) {
-    if (r == kJoiner) return;
-    auto join = rt.enqueue(TensorOp::join());
-    ASSERT_TRUE(join.isOk()) << join.status().toString();
-    ASSERT_TRUE(waitFor(join.value()).isOk());
-  });
+  stepWithJoinedRank(job, 1, [&](const std::vector<int>& posters) { runStep(job, posters); });
 }
 
 void expectRefusedAtEnqueue(Runtime& rt, TensorOp op, const std::string& needle, int r) {

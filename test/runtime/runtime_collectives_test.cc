@@ -377,19 +377,8 @@ TEST(RuntimeReducescatter, AJoinedRankContributesTheIdentity) {
   constexpr int kJoiner = 2;
   for (ReduceOp op : kOps) {
     Job job(n);
-    Handle join;
-    job.onEachRank([&](int r, Runtime& rt) {
-      if (r != kJoiner) return;
-      auto h = rt.enqueue(TensorOp::join());
-      ASSERT_TRUE(h.isOk()) << h.status().toString();
-      join = h.value();
-    });
-    reducescatterStep(job, op, 2 * n + 1, {0, 1, 3}, "joined");
-    job.onEachRank([&](int r, Runtime& rt) {
-      if (r == kJoiner) return;
-      auto h = rt.enqueue(TensorOp::join());
-      ASSERT_TRUE(h.isOk()) << h.status().toString();
-      ASSERT_TRUE(waitFor(h.value()).isOk());
+    const Handle join = stepWithJoinedRank(job, kJoiner, [&](const std::vector<int>& posters) {
+      reducescatterStep(job, op, 2 * n + 1, posters, "joined");
     });
     ASSERT_TRUE(waitFor(join).isOk());
   }

@@ -99,20 +99,8 @@ TEST(RuntimeReduceOps, EachOpFusesOnlyWithItself) {
 }
 
 TEST(RuntimeReduceOps, JoinedRankContributesTheIdentity) {
-  constexpr int kJoiner = 2;
   Job job(kRanks);
-  job.onEachRank([&](int r, Runtime& rt) {
-    if (r != kJoiner) return;
-    auto join = rt.enqueue(TensorOp::join());
-    ASSERT_TRUE(join.isOk()) << join.status().toString();
-  });
-  runStep(job, {0, 1, 3});
-  job.onEachRank([&](int r, Runtime& rt) {
-    if (r == kJoiner) return;
-    auto join = rt.enqueue(TensorOp::join());
-    ASSERT_TRUE(join.isOk()) << join.status().toString();
-    ASSERT_TRUE(waitFor(join.value()).isOk());
-  });
+  stepWithJoinedRank(job, 2, [&](const std::vector<int>& posters) { runStep(job, posters); });
 }
 
 TEST(RuntimeReduceOps, SparseMinMaxProductRefusedAtEnqueueOnEveryRank) {

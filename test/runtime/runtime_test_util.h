@@ -175,4 +175,30 @@ inline Status waitFor(const Handle& h, double seconds = kWaitSeconds) {
   return s;
 }
 
+// A step with one rank joined: `joiner` joins, step(posters) runs on the other ranks, then
+// they join too (which completes the joiner's join). Returns the joiner's join handle.
+inline Handle stepWithJoinedRank(Job& job,
+                                 int joiner,
+                                 const std::function<void(const std::vector<int>&)>& step) {
+  Handle join;
+  job.onEachRank([&](int r, Runtime& rt) {
+    if (r != joiner) return;
+    auto h = rt.enqueue(TensorOp::join());
+    ASSERT_TRUE(h.isOk()) << h.status().toString();
+    join = h.value();
+  });
+  std::vector<int> posters;
+  for (int r = 0; r < job.size(); ++r) {
+    if (r != joiner) posters.push_back(r);
+  }
+  step(posters);
+  job.onEachRank([&](int r, Runtime& rt) {
+    if (r == joiner) return;
+    auto h = rt.enqueue(TensorOp::join());
+    ASSERT_TRUE(h.isOk()) << h.status().toString();
+    ASSERT_TRUE(waitFor(h.value()).isOk());
+  });
+  return join;
+}
+
 }  // namespace zen::testing

@@ -300,6 +300,12 @@ def _group(tensors, what):
     return tensors
 
 
+def _grads_or_zeros(op, grads):
+    """A grouped op's output gradients, zeros for the outputs nothing depends on (None): every
+    rank posts the whole group."""
+    return [tf.zeros_like(o) if g is None else g for g, o in zip(grads, op.outputs)]
+
+
 def _group_to_wire(tensors):
     wires = [_to_wire(t) for t in tensors]
     return [w for w, _ in wires], [d for _, d in wires]
@@ -354,7 +360,7 @@ def grouped_allreduce(tensors, average=None, device_dense="", device_sparse="",
 @_tf_ops.RegisterGradient("ZenGroupedAllreduce")
 def _grouped_allreduce_grad(op, *grads):
     """The grouped allreduce of the gradients (same reduce op)."""
-    grads = [tf.zeros_like(o) if g is None else g for g, o in zip(grads, op.outputs)]
+    grads = _grads_or_zeros(op, grads)
     reduced = _ops.zen_grouped_allreduce(grads, _grad_name(op, "grouped_allreduce"),
                                          reduce_op=op.get_attr("reduce_op"))
     return list(reduced) + [None]
@@ -374,7 +380,7 @@ def grouped_allgather(tensors, name=None, process_set=None, ignore_name_scope=Fa
 def _grouped_allgather_grad(op, *grads):
     """Each tensor's slice of its summed gradient, as _allgather_grad."""
     inputs = op.inputs[:-1]
-    grads = [tf.zeros_like(o) if g is None else g for g, o in zip(grads, op.outputs)]
+    grads = _grads_or_zeros(op, grads)
     summed = _ops.zen_grouped_allreduce(grads, _grad_name(op, "grouped_allgather"),
                                         reduce_op=basics.C_OPS[Sum])
     all_rows = _ops.zen_grouped_allgather([_rows(t) for t in inputs],
@@ -400,7 +406,7 @@ def grouped_reducescatter(tensors, device_dense="", compression=None, op=Average
 def _grouped_reducescatter_grad(op, *grads):
     """The grouped allgather of the gradients, as _reducescatter_grad for each."""
     reduce_op = _check_reducescatter_grad(op)
-    grads = [tf.zeros_like(o) if g is None else g for g, o in zip(grads, op.outputs)]
+    grads = _grads_or_zeros(op, grads)
     gathered = _ops.zen_grouped_allgather(grads, _grad_name(op, "grouped_reducescatter"))
     return [_reducescatter_grad_of(g, reduce_op) for g in gathered] + [None]
 

@@ -552,6 +552,13 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
     return _sparse_allreduce_async(tensor, _name("sparse_allreduce", name), op, dense)
 
 
+def _own(result):
+    """A tensor over the daemon's device memory (a CUDA allgather's, alltoall's or sparse
+    allreduce's output, freed with the handle) copied into torch's allocator on the current
+    stream; dropping the view then releases the handle. Host results stay as they are."""
+    return result.clone() if result.is_cuda else result
+
+
 def _sparse_allreduce_async(tensor, full_name, op, dense=False):
     if not tensor.is_sparse:
         raise ValueError("sparse_allreduce_async takes a sparse COO tensor (tensor.is_sparse)")
@@ -578,11 +585,8 @@ def _sparse_allreduce_async(tensor, full_name, op, dense=False):
         if dense:
             _release(c)
             return out if out.dtype == dtype else out.to(dtype)
-        result_rows, result_values = _C.sparse_result(c)  # released with these tensors
-        if result_rows.is_cuda:
-            # The daemon's device memory (CUDA inputs; freed with the handle): into torch's
-            # allocator, on the current stream; dropping the views then releases the handle.
-            result_rows, result_values = result_rows.clone(), result_values.clone()
+        # Released with these tensors; CUDA inputs' rows are copied out of the daemon's memory.
+        result_rows, result_values = map(_own, _C.sparse_result(c))
         result_values = result_values.view((result_rows.numel(),) + tuple(row_shape))
         if result_values.dtype != dtype:
             result_values = result_values.to(dtype)
@@ -600,13 +604,6 @@ def sparse_allreduce(tensor, name=None, op=Average, process_set=global_process_s
 
 
 # ---- allgather ----
-
-def _own(gathered):
-    """A tensor over the daemon's device memory (a CUDA allgather's or alltoall's output, freed
-    with the handle) copied into torch's allocator on the current stream; dropping the view
-    then releases the handle. Host results stay as they are."""
-    return gathered.clone() if gathered.is_cuda else gathered
-
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Concatenates every rank's tensor along the first dimension (sizes may differ there);
