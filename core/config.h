@@ -14,6 +14,13 @@ namespace zen {
 enum class Scheme : uint8_t { kAuto, kZen, kHc, kAgSparse, kBlocks, kDense };
 const char* schemeName(Scheme scheme);
 
+// ZEN_AUTO_SCHEMES' and ZEN_AUTO_PROFILE_CALLS' defaults, named for the option structs that
+// take them without building a whole Config.
+inline std::vector<Scheme> defaultAutoSchemes() {
+  return {Scheme::kZen, Scheme::kHc, Scheme::kAgSparse};
+}
+inline constexpr int kDefaultAutoProfileCalls = 3;
+
 // Every ZEN_* variable, parsed once (CONVENTIONS.md §6: no getenv anywhere else). Unknown
 // ZEN_* names and bad values are errors, so a typo never silently falls back to a default.
 struct Config {
@@ -42,10 +49,11 @@ struct Config {
   double timeoutSeconds = 30.0;       // bounded waits on peers
   std::string logLevel = "warn";
   Scheme scheme = Scheme::kAuto;
-  int autoProfileCalls = 3;  // auto: timed calls per candidate per bucket; 0 = the first one
+  // auto: timed calls per candidate per bucket; 0 = the first one.
+  int autoProfileCalls = kDefaultAutoProfileCalls;
   // auto: the candidates, in profiling and tie-break order (ZEN_AUTO_SCHEMES, comma-separated;
   // only the lossless, sparse-output schemes zen, hc and agsparse qualify).
-  std::vector<Scheme> autoSchemes = {Scheme::kZen, Scheme::kHc, Scheme::kAgSparse};
+  std::vector<Scheme> autoSchemes = defaultAutoSchemes();
 
   // Algorithm 1.
   int hashFunctions = 3;

@@ -34,9 +34,9 @@
 namespace zen::ops {
 
 struct CpuExecutorOptions {
-  Scheme scheme = Scheme::kAuto;  // ZEN_SCHEME
-  int autoProfileCalls = 3;       // ZEN_AUTO_PROFILE_CALLS (ops/auto_scheme.h)
-  std::vector<Scheme> autoSchemes = Config().autoSchemes;  // ZEN_AUTO_SCHEMES
+  Scheme scheme = Scheme::kAuto;                    // ZEN_SCHEME
+  int autoProfileCalls = kDefaultAutoProfileCalls;  // ZEN_AUTO_PROFILE_CALLS (ops/auto_scheme.h)
+  std::vector<Scheme> autoSchemes = defaultAutoSchemes();  // ZEN_AUTO_SCHEMES
   uint64_t seed = 0x5eed2e2ULL;                            // ZEN_SEED
   int hashFunctions = 3;                                   // ZEN_HASH_FUNCTIONS
   double memoryFactor = 1.5;                               // ZEN_HASH_MEMORY_FACTOR

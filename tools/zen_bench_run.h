@@ -20,8 +20,8 @@ namespace zen::bench {
 struct BenchOptions {
   std::vector<Scheme> schemes;  // in table order
   // auto (ops/auto_scheme.h): k x P profiling calls before the warm-up, then the chosen scheme.
-  std::vector<Scheme> autoSchemes = Config().autoSchemes;
-  int autoProfileCalls = Config().autoProfileCalls;
+  std::vector<Scheme> autoSchemes = defaultAutoSchemes();
+  int autoProfileCalls = kDefaultAutoProfileCalls;
   std::string transport = "inprocess";
   int ranks = 8;             // threads (in-process, TCP over loopback)
   int64_t rows = 1'000'000;  // |G|
