@@ -1,8 +1,8 @@
 // Server-side aggregation of Balanced Parallelism (ALGORITHMS.md §5 step 3).
 //
 // Steps for server j, per step:
-//   1. reset: |I_j| x rowSize accumulators to zero (only last step's rows when the layout is
-//      unchanged), occupancy bitmap to zero.
+//   1. reset: |I_j| x rowSize accumulators to zero (only last step's rows unless it was dense,
+//      whatever the new layout), occupancy bitmap to zero.
 //   2. add, once per sending rank: check every local position < |I_j| (a corrupt payload is
 //      rejected before anything is written), then acc[pos] += row in the accumulator type
 //      and set bit pos. With a pool, tasks own disjoint 64-aligned position ranges, so no
@@ -20,24 +20,34 @@ namespace {
 
 // Below this many element updates a single thread is faster than waking the pool.
 constexpr int64_t kParallelMinElements = 1 << 16;
+// Rows fetched ahead of their use in the scattered adds.
+constexpr int64_t kAhead = 8;
 
+// Returns the number of bits it set that were clear.
 template <typename T>
-void scatterAdd(const uint32_t* positions,
-                const T* values,
-                int64_t count,
-                int64_t rowSize,
-                uint64_t lo,
-                uint64_t hi,
-                AccumulatorT<T>* acc,
-                uint64_t* bits) {
+int64_t scatterAdd(const uint32_t* positions,
+                   const T* values,
+                   int64_t count,
+                   int64_t rowSize,
+                   uint64_t lo,
+                   uint64_t hi,
+                   AccumulatorT<T>* acc,
+                   uint64_t* bits) {
+  int64_t fresh = 0;
   for (int64_t i = 0; i < count; ++i) {
+    if (i + kAhead < count) {
+      __builtin_prefetch(acc + positions[i + kAhead] * static_cast<uint64_t>(rowSize), 1);
+    }
     const uint64_t pos = positions[i];
     if (pos < lo || pos >= hi) continue;
-    bits[pos >> 6] |= uint64_t{1} << (pos & 63);
+    const uint64_t bit = uint64_t{1} << (pos & 63);
+    fresh += (bits[pos >> 6] & bit) == 0 ? 1 : 0;
+    bits[pos >> 6] |= bit;
     AccumulatorT<T>* dst = acc + pos * static_cast<uint64_t>(rowSize);
     const T* src = values + i * rowSize;
     for (int64_t e = 0; e < rowSize; ++e) dst[e] += toAccumulator<AccumulatorT<T>>(src[e]);
   }
+  return fresh;
 }
 
 }  // namespace
@@ -58,35 +68,39 @@ Status PartitionAggregator::reset(const IndexMap& map,
   const size_t rowAccBytes = static_cast<size_t>(rowSize) * accBytes;
   const size_t words = static_cast<size_t>((size + 63) / 64);
 
-  const bool sameLayout = size == size_ && rowSize == rowSize_ && accBytes == accBytes_ &&
-                          acc_.size() == size * rowAccBytes && bits_.size() == words;
-  if (sameLayout && occupied() * 8 < static_cast<int64_t>(size)) {
-    // Sparse last step: clear only the rows it used.
-    for (size_t w = 0; w < words; ++w) {
-      for (uint64_t m = bits_[w]; m != 0; m &= m - 1) {
-        const uint64_t pos = w * 64 + static_cast<uint64_t>(__builtin_ctzll(m));
-        std::memset(acc_.data() + pos * rowAccBytes, 0, rowAccBytes);
-      }
-      bits_[w] = 0;
-    }
-  } else {
-    acc_.resize(size * rowAccBytes);
-    std::fill(acc_.begin(), acc_.end(), std::byte{0});
-    bits_.assign(words, 0);
-  }
+  // acc_ is zero everywhere but the rows of the set bits (laid out with the last step's row
+  // stride) and never shrinks, so a new layout (another part size, row size or dtype: a
+  // training loop alternating between buckets) costs a clear of last step's rows, not a fill
+  // of the whole part.
+  clearRows();
+  // Growing value-initializes (zeroes) only the new tail.
+  if (acc_.size() < size * rowAccBytes) acc_.resize(size * rowAccBytes);
+  bits_.assign(words, 0);
   part_ = part;
   size_ = size;
   dtype_ = dtype;
   rowSize_ = rowSize;
   accBytes_ = accBytes;
   entriesAdded_ = 0;
+  occupied_ = 0;
   return Status::ok();
 }
 
-int64_t PartitionAggregator::occupied() const {
-  int64_t n = 0;
-  for (uint64_t w : bits_) n += __builtin_popcountll(w);
-  return n;
+void PartitionAggregator::clearRows() {
+  const size_t rowAccBytes = static_cast<size_t>(rowSize_) * accBytes_;
+  if (occupied_ * 8 >= static_cast<int64_t>(size_)) {
+    if (size_ > 0) std::memset(acc_.data(), 0, size_ * rowAccBytes);
+    return;
+  }
+  std::byte* acc = acc_.data();
+  forEachOccupied([&](uint64_t pos) { __builtin_prefetch(acc + pos * rowAccBytes, 1); },
+                  [&](uint64_t pos) { std::memset(acc + pos * rowAccBytes, 0, rowAccBytes); });
+}
+
+void PartitionAggregator::clear() {
+  clearRows();
+  std::fill(bits_.begin(), bits_.end(), 0);
+  occupied_ = 0;
 }
 
 Status PartitionAggregator::add(const uint32_t* positions, const void* values, int64_t count) {
@@ -112,17 +126,20 @@ Status PartitionAggregator::add(const uint32_t* positions, const void* values, i
     const auto* src = static_cast<const T*>(values);
     const int threads = pool_ == nullptr ? 1 : pool_->size();
     if (threads <= 1 || count * rowSize_ < kParallelMinElements) {
-      scatterAdd(positions, src, count, rowSize_, 0, size_, acc, bits_.data());
+      occupied_ += scatterAdd(positions, src, count, rowSize_, 0, size_, acc, bits_.data());
       return;
     }
     // Each task owns a 64-aligned range of positions: disjoint accumulators and words.
     const uint64_t span = (size_ + threads - 1) / threads;
     const uint64_t step = (span + 63) / 64 * 64;
+    std::vector<int64_t> fresh(static_cast<size_t>(threads), 0);
     pool_->parallelFor(threads, [&](int64_t t) {
       const uint64_t lo = std::min<uint64_t>(static_cast<uint64_t>(t) * step, size_);
       const uint64_t hi = std::min<uint64_t>(lo + step, size_);
-      if (lo < hi) scatterAdd(positions, src, count, rowSize_, lo, hi, acc, bits_.data());
+      if (lo < hi)
+        fresh[t] = scatterAdd(positions, src, count, rowSize_, lo, hi, acc, bits_.data());
     });
+    for (int64_t f : fresh) occupied_ += f;
   });
   entriesAdded_ += count;
   return Status::ok();

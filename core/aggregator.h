@@ -1,5 +1,6 @@
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -23,8 +24,13 @@ class PartitionAggregator {
   explicit PartitionAggregator(ThreadPool* pool = nullptr) : pool_(pool) {}
 
   // Starts a new aggregation for part `part` of `map`: all slots zero, no bit set. Keeps the
-  // memory of earlier steps; with an unchanged layout it clears only the rows used last time.
+  // memory of earlier steps and clears only the rows used last time (all of them after a
+  // dense step), also when the part, row size or dtype changed.
   Status reset(const IndexMap& map, uint32_t part, DataType dtype, int64_t rowSize);
+
+  // Zeroes the rows in use and the bitmap now, for a caller that has read them (encode) and
+  // still has them in cache; the next reset() then finds nothing to clear.
+  void clear();
 
   // Scatter-adds `count` rows (rowSize elements of the dtype each, contiguous) at the given
   // local positions. A position >= size() means a corrupt push payload: kInvalidArgument,
@@ -40,8 +46,28 @@ class PartitionAggregator {
   // Bit p of word p / 64 (LSB first) is position p; words past size() are zero.
   const std::vector<uint64_t>& occupancy() const { return bits_; }
   size_t occupancyWords() const { return static_cast<size_t>((size_ + 63) / 64); }
-  // Number of occupied positions (popcount of the bitmap).
-  int64_t occupied() const;
+  // Number of occupied positions (the bitmap's popcount, counted as bits are set).
+  int64_t occupied() const { return occupied_; }
+
+  // Calls visit(pos) for every occupied position in ascending order, and prefetch(pos) a few
+  // positions earlier: the rows of a sparse part are scattered, each a likely cache and TLB
+  // miss, and a walk that fetches ahead overlaps them.
+  template <typename Prefetch, typename Visit>
+  void forEachOccupied(Prefetch&& prefetch, Visit&& visit) const {
+    constexpr int64_t kAhead = 8;
+    uint64_t ring[kAhead];
+    int64_t seen = 0;
+    for (size_t w = 0; w < bits_.size(); ++w) {
+      for (uint64_t m = bits_[w]; m != 0; m &= m - 1) {
+        const uint64_t pos = w * 64 + static_cast<uint64_t>(__builtin_ctzll(m));
+        prefetch(pos);
+        if (seen >= kAhead) visit(ring[seen % kAhead]);
+        ring[seen % kAhead] = pos;
+        ++seen;
+      }
+    }
+    for (int64_t k = std::max<int64_t>(0, seen - kAhead); k < seen; ++k) visit(ring[k % kAhead]);
+  }
 
   // size() x rowSize accumulators of AccumulatorT<the dtype's C++ type>.
   template <typename Acc>
@@ -50,6 +76,9 @@ class PartitionAggregator {
   }
 
  private:
+  // Zeroes the accumulator rows of the set bits (all of them after a dense step); keeps the bits.
+  void clearRows();
+
   ThreadPool* pool_;
   uint32_t part_ = 0;
   uint64_t size_ = 0;
@@ -57,6 +86,7 @@ class PartitionAggregator {
   int64_t rowSize_ = 1;
   size_t accBytes_ = 0;  // bytes per accumulator element
   int64_t entriesAdded_ = 0;
+  int64_t occupied_ = 0;
   std::vector<std::byte> acc_;  // size_ * rowSize_ * accBytes_
   std::vector<uint64_t> bits_;
 };

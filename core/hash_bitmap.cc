@@ -109,13 +109,12 @@ Status encode(const PartitionAggregator& agg, double scale, EncodedPart* out) {
     const auto* acc = agg.accumulators<AccumulatorT<T>>();
     T* dst = reinterpret_cast<T*>(out->values.data());
     const int64_t rowSize = agg.rowSize();
-    for (size_t w = 0; w < agg.occupancyWords(); ++w) {
-      for (uint64_t m = words[w]; m != 0; m &= m - 1) {
-        const uint64_t pos = w * 64 + static_cast<uint64_t>(__builtin_ctzll(m));
-        scaleRow<T>(acc + pos * static_cast<uint64_t>(rowSize), rowSize, scale, dst);
-        dst += rowSize;
-      }
-    }
+    const auto stride = static_cast<uint64_t>(rowSize);
+    agg.forEachOccupied([&](uint64_t pos) { __builtin_prefetch(acc + pos * stride); },
+                        [&](uint64_t pos) {
+                          scaleRow<T>(acc + pos * stride, rowSize, scale, dst);
+                          dst += rowSize;
+                        });
   });
   return Status::ok();
 }

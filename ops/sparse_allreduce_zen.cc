@@ -321,6 +321,7 @@ Status sparseAllreduceZen(const SparseAllreduceOptions& o, SparseAllreduceResult
   // 4-5. Algorithm 2, the Pull encoding, allgatherv.
   const double scale = o.op == ReduceOp::kAverage ? 1.0 / n : 1.0;
   ZEN_RETURN_IF_ERROR(encode(agg, scale, &ws.encoded));
+  agg.clear();  // the rows encode just read are in cache now; the next reset's would be cold
   encodePullPart(ws.encoded, partSize, format, &ws.pullPayload);
   ZEN_RETURN_IF_ERROR(t.allgatherv(ws.pullPayload.data(), ws.pullPayload.size(), &ws.gathered));
   clock.mark("pull");

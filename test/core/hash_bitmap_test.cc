@@ -306,6 +306,62 @@ TEST(PartitionAggregator, ResetClearsTheLastStepOnBothPaths) {
   for (uint64_t k = 0; k < agg.size() * 3; ++k) ASSERT_EQ(agg.accumulators<int64_t>()[k], 0);
 }
 
+// A training loop alternates buckets of other row sizes, dtypes and parts through one
+// aggregator: each reset clears only the rows the previous step used, with that step's
+// layout, and the next layout must still start from zero everywhere.
+TEST(PartitionAggregator, LayoutChangesStartCleanWithoutAFullClear) {
+  const IndexMap map(10'000, 2, 3);
+  PartitionAggregator agg;
+  struct Layout {
+    uint32_t part;
+    DataType dtype;
+    int64_t rowSize;
+  };
+  const Layout layouts[] = {{0, DataType::kFloat32, 8},
+                            {1, DataType::kFloat32, 1},
+                            {0, DataType::kFloat64, 3},
+                            {1, DataType::kInt32, 8},
+                            {0, DataType::kFloat32, 8}};
+  std::mt19937_64 rng(11);
+  for (const Layout& l : layouts) {
+    ASSERT_TRUE(agg.reset(map, l.part, l.dtype, l.rowSize).isOk());
+    const size_t accBytes = l.dtype == DataType::kFloat32 ? 4 : 8;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(agg.accumulators<uint8_t>());
+    for (size_t k = 0; k < agg.size() * l.rowSize * accBytes; ++k) ASSERT_EQ(bytes[k], 0) << k;
+    // A sparse step: every 37th position, twice (repeats must not count twice).
+    std::vector<uint32_t> pos;
+    for (uint64_t p = 5; p < agg.size(); p += 37) pos.push_back(static_cast<uint32_t>(p));
+    pos.insert(pos.end(), pos.begin(), pos.end());
+    std::vector<uint8_t> vals(pos.size() * l.rowSize * dataTypeSize(l.dtype));
+    for (auto& v : vals) v = static_cast<uint8_t>(rng() | 1);  // no zero rows
+    ASSERT_TRUE(agg.add(pos.data(), vals.data(), static_cast<int64_t>(pos.size())).isOk());
+    EXPECT_EQ(agg.occupied(), static_cast<int64_t>(pos.size() / 2));
+  }
+}
+
+TEST(PartitionAggregator, ClearZeroesRowsAndBitsAndKeepsTheLayout) {
+  const IndexMap map(5'000, 3, 3);
+  PartitionAggregator agg;
+  ASSERT_TRUE(agg.reset(map, 2, DataType::kFloat32, 2).isOk());
+  const uint32_t pos[] = {3, 900, 3, 1200};
+  const float vals[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  ASSERT_TRUE(agg.add(pos, vals, 4).isOk());
+  EXPECT_EQ(agg.occupied(), 3);
+  EncodedPart before;
+  ASSERT_TRUE(encode(agg, 1.0, &before).isOk());
+  EXPECT_EQ(before.count, 3);
+  agg.clear();
+  EXPECT_EQ(agg.occupied(), 0);
+  for (uint64_t w : agg.occupancy()) ASSERT_EQ(w, 0u);
+  for (uint64_t k = 0; k < agg.size() * 2; ++k) ASSERT_EQ(agg.accumulators<float>()[k], 0.0f);
+  // Adding again after clear() gives what a fresh reset would.
+  ASSERT_TRUE(agg.add(pos, vals, 4).isOk());
+  EncodedPart after;
+  ASSERT_TRUE(encode(agg, 1.0, &after).isOk());
+  EXPECT_EQ(after.bitmap, before.bitmap);
+  EXPECT_EQ(after.values, before.values);
+}
+
 TEST(PartitionAggregator, SixteenBitFloatsAccumulateInFloat32) {
   const IndexMap map(64, 1, 3);
   PartitionAggregator agg;
