@@ -214,10 +214,16 @@ def adasum_fp16_compression():
 @check
 def adasum_synchronize_and_zero_grad():
     """skip_synchronize is refused (the local steps already used the gradients), and so is
-    zero_grad between backward and step."""
+    zero_grad between backward and step; broadcast_optimizer_state creates the state with the
+    wrapped step (no Adasum allreduce, the parameters unchanged)."""
     model = fresh()
-    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=LR),
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=LR, momentum=0.9),
                                    named_parameters=model.named_parameters(), op=hvd.Adasum)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(opt, root_rank=0)
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]), n
     expect_raises(AssertionError, opt.skip_synchronize, "not supported with op=Adasum")
     loss(model, hvd.rank(), 0).backward()
     expect_raises(AssertionError, opt.zero_grad, "zero_grad")
