@@ -5,8 +5,10 @@ against one-process training, per scheme); this file reads their per-check repor
 Run: tools/build-python && /usr/bin/python3 -m pytest -q test/python/test_torch.py
 (CTest: python_torch_*, which stage the package in the build directory first and name it in
 ZENTEST_PYTHONPATH.) ZENTEST_TORCH_JOBS selects the
-jobs (comma-separated: np2, np4, mpi, train2, train4, topk2, topk4, single, example; default
-all). torch_topk.py (Compression.topk against a dense re-computation of DGC) is the topk jobs'.
+jobs (comma-separated: np2, np4, mpi, train2, train4, topk2, topk4, adasum2, adasum4, adasum3,
+single, example; default all). torch_topk.py (Compression.topk against a dense re-computation
+of DGC) is the topk jobs', torch_adasum.py (DistributedOptimizer(op=Adasum) against a numpy
+re-computation; 3 ranks: the daemon's power-of-two error) the adasum jobs'.
 
 Each job is one zenrun launch (importing torch is the slow part); rank_jobs.py launches it
 and reads the reports back.
@@ -24,8 +26,10 @@ require_zen_torch()
 
 CHECK_NAMES = check_names("torch_checks.py")
 TOPK_NAMES = check_names("torch_topk.py")
-SELECTED = selected_jobs("ZENTEST_TORCH_JOBS",
-                         "np2,np4,mpi,train2,train4,topk2,topk4,single,example")
+ADASUM_NAMES = check_names("torch_adasum.py")
+ADASUM_NOT_POW2 = "adasum_world_not_power_of_two"
+SELECTED = selected_jobs("ZENTEST_TORCH_JOBS", "np2,np4,mpi,train2,train4,topk2,topk4,"
+                         "adasum2,adasum4,adasum3,single,example")
 
 
 def torch_job(key, np, script, args, mpi=False):
@@ -44,8 +48,12 @@ job_train2 = torch_job("train2", 2, "torch_train.py", SCHEMES)
 job_train4 = torch_job("train4", 4, "torch_train.py", SCHEMES)
 job_topk2 = torch_job("topk2", 2, "torch_topk.py", [])
 job_topk4 = torch_job("topk4", 4, "torch_topk.py", [])
+job_adasum2 = torch_job("adasum2", 2, "torch_adasum.py", [])
+job_adasum4 = torch_job("adasum4", 4, "torch_adasum.py", [])
+job_adasum3 = torch_job("adasum3", 3, "torch_adasum.py", [ADASUM_NOT_POW2])
 JOBS = {"np2": "job_np2", "np4": "job_np4", "mpi": "job_mpi", "train2": "job_train2",
-        "train4": "job_train4", "topk2": "job_topk2", "topk4": "job_topk4"}
+        "train4": "job_train4", "topk2": "job_topk2", "topk4": "job_topk4",
+        "adasum2": "job_adasum2", "adasum4": "job_adasum4", "adasum3": "job_adasum3"}
 
 TRAIN_CHECKS = ["train.%s.%s" % (s, v) for s in SCHEMES for v in ("sparse", "topk1")] + \
     ["train.zen.passes2", "train.zen.sparse_as_dense"]
@@ -58,6 +66,9 @@ test_training_matches_one_process_two_ranks = check_test("job_train2", 2, TRAIN_
 test_training_matches_one_process_four_ranks = check_test("job_train4", 4, TRAIN_CHECKS)
 test_topk_two_ranks = check_test("job_topk2", 2, TOPK_NAMES)
 test_topk_four_ranks = check_test("job_topk4", 4, TOPK_NAMES)
+test_adasum_optimizer_two_ranks = check_test("job_adasum2", 2, ADASUM_NAMES)
+test_adasum_optimizer_four_ranks = check_test("job_adasum4", 4, ADASUM_NAMES)
+test_adasum_optimizer_three_ranks_refused = check_test("job_adasum3", 3, [ADASUM_NOT_POW2])
 test_jobs_exit_cleanly = exit_test(JOBS, SELECTED)
 
 
@@ -72,6 +83,12 @@ def test_single_process_without_launcher():
         "assert torch.equal(hvd.allreduce(t), t)\n"
         "s = torch.sparse_coo_tensor([[1, 1]], torch.ones(2, 3), (4, 3))\n"
         "assert torch.equal(hvd.sparse_allreduce(s, op=hvd.Sum).to_dense(), s.to_dense())\n"
+        "w = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))\n"
+        "opt = hvd.DistributedOptimizer(torch.optim.SGD([w], lr=0.5, momentum=0.9),\n"
+        "                               op=hvd.Adasum)\n"
+        "for _ in range(2):\n"
+        "    opt.zero_grad(); (w * w).sum().backward(); opt.step()\n"
+        "assert torch.allclose(w, torch.zeros(3, dtype=torch.float64) - 0.9), w\n"
         "hvd.shutdown(); print('ok')\n"))
 
 

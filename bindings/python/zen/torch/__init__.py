@@ -11,9 +11,9 @@ Launch with tools/zenrun (TCP) or mpirun. alltoall and reducescatter are Horovod
 tensors). Beyond Horovod: sparse_allreduce(_async) for
 torch sparse COO tensors (allreduce of a sparse tensor takes the same path), and stats()
 with the daemon's counters. Zen reduces dense tensors with Average, Sum, Min, Max, Product
-and Adasum (allreduce of host floating-point tensors on a power-of-two number of ranks; no
-Adasum DistributedOptimizer), sparse ones with Average and Sum, and has only the global
-process set.
+and Adasum (allreduce of host floating-point tensors on a power-of-two number of ranks;
+DistributedOptimizer(op=Adasum) combines the optimizer's parameter deltas, as Horovod's), sparse
+ones with Average and Sum, and has only the global process set.
 """
 
 from zen.torch.compression import Compression

@@ -8,7 +8,8 @@ backward has produced it (after backward_passes_per_step passes): sparse gradien
 fuses into buckets. step() waits for them all (synchronize()) and then runs the wrapped
 optimizer. With compression=Compression.topk(ratio) the dense gradients of at least min_size
 elements send their top-k elements (with error feedback: zen.torch.topk) through the sparse
-allreduce instead.
+allreduce instead. With op=Adasum the ranks combine the wrapped optimizer's parameter
+deltas instead (Horovod's Adasum optimizer: zen.torch.adasum_optimizer).
 """
 
 import warnings
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 import torch
 
 from zen.common.compression import check_topk_called
+from zen.torch.adasum_optimizer import adasum_methods, check_adasum_arguments
 from zen.torch.compression import Compression, TopKCompressor
 from zen.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
                                size, _sparse_allreduce_async,
@@ -181,9 +183,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._handles[p] = (handle, ctx)
         return hook
 
-    def synchronize(self):
-        """Waits for every gradient's allreduce (posting those no hook has posted yet) and
-        writes the results into p.grad."""
+    def _post_pending(self):
+        """Posts what no hook has posted yet: parameters without a gradient this step, and
+        those short of backward_passes_per_step passes."""
         missing_p = self._requires_update - set(self._handles.keys())
         for p in missing_p:
             handle, ctx = self._allreduce_grad_async(p)
@@ -193,6 +195,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if handle is None:
                 handle, ctx = self._allreduce_grad_async(p)
                 self._handles[p] = (handle, ctx)
+
+    def synchronize(self):
+        """Waits for every gradient's allreduce (posting those no hook has posted yet) and
+        writes the results into p.grad."""
+        self._post_pending()
         for p, (handle, ctx) in self._handles.items():
             output = synchronize(handle)
             self._allreduce_delay[p] = self.backward_passes_per_step
@@ -257,7 +264,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          gradient_predivide_factor=1.0, num_groups=0, groups=None,
                          sparse_as_dense=False, process_set=global_process_set):
     """Wraps a torch optimizer so that its gradients are averaged (op=Average) or summed
-    (op=Sum) over all ranks before each step (horovod.torch.DistributedOptimizer).
+    (op=Sum) over all ranks before each step (horovod.torch.DistributedOptimizer), or so that
+    each rank steps locally and the ranks combine the parameter deltas with Adasum (op=Adasum:
+    host parameters, a power-of-two number of ranks, dense gradients, Compression.none or
+    .fp16; zen.torch.adasum_optimizer).
 
     named_parameters: model.named_parameters(), which name the gradients in the daemon
     (without it, names follow the order of the parameter groups). backward_passes_per_step:
@@ -271,12 +281,13 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     _check_compression(compression, optimizer)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
+    methods = dict(_DistributedOptimizer.__dict__)
     if op == Adasum:
-        # Horovod's Adasum optimizer combines the optimizer's parameter deltas, not the
-        # gradients; zen has only the allreduce (hvd.allreduce(t, op=hvd.Adasum)).
-        raise NotImplementedError("DistributedOptimizer(op=Adasum): zen has no Adasum "
-                                  "optimizer (Horovod's combines parameter deltas); use "
-                                  "op=Average or op=Sum, or hvd.allreduce(t, op=hvd.Adasum)")
+        check_adasum_arguments(optimizer, compression, sparse_as_dense)
+        # Horovod's _DistributedAdasumOptimizer: the ranks combine parameter deltas. Alone,
+        # adasum(delta) = delta: the wrapped optimizer as it is (as Horovod).
+        if size() > 1:
+            methods.update(adasum_methods())
     if num_groups != 0:
         warnings.warn("Parameter `num_groups` has been replaced by `groups` and will be "
                       "removed.", DeprecationWarning)
@@ -285,7 +296,6 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if groups is not None and isinstance(groups, int) and groups <= 0:
         groups = None
 
-    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
-               dict(_DistributedOptimizer.__dict__))
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,), methods)
     return cls(optimizer.param_groups, named_parameters, compression, backward_passes_per_step,
                op, gradient_predivide_factor, groups, sparse_as_dense, process_set)
