@@ -10,9 +10,9 @@ their per-check reports and needs no TensorFlow itself.
 Run: tools/build-tf && /usr/bin/python3 -m pytest -q test/python/test_tensorflow.py
 (CTest: python_tf_*, which stage the package in the build directory first and name it in
 ZENTEST_PYTHONPATH.) ZENTEST_TF_JOBS selects the jobs (comma-separated: np2, np4, train2,
-train4, topk2, topk4, keras2, keras4, adasum2, adasum4, adasum3, single; default all); ZENTEST_TF_PYTHON is the ranks'
-python (default .venv-tf/bin/python). A missing venv or op library fails, it is not
-skipped: tools/test promises these tests ran.
+train4, topk2, topk4, keras2, keras4, adasum2, adasum4, adasum3, single; default all);
+ZENTEST_TF_PYTHON is the ranks' python (default .venv-tf/bin/python). A missing venv or op
+library fails, it is not skipped: tools/test promises these tests ran.
 """
 
 import pytest

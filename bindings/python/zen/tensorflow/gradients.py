@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from zen.common.basics import Adasum, Average, Sum, check_op, size
 from zen.common.compression import check_topk_called
-from zen.tensorflow.adasum_optimizer import check_adasum_compression, dense_gradient
+from zen.tensorflow.adasum_optimizer import check_adasum_arguments, dense_gradient
 from zen.tensorflow.compression import Compression, TopKCompressor
 from zen.tensorflow.mpi_ops import allreduce
 
@@ -57,7 +57,8 @@ def make_allreduce_grads_fn(prefix, op=Average, compression=Compression.none,
     """fn(grads) -> grads averaged (or summed, or combined by Adasum) over all ranks, None
     kept."""
     if op == Adasum:  # check_op keeps Adasum to the raw allreduce, which this one calls
-        check_adasum_compression("DistributedGradientTape", compression)
+        check_adasum_arguments("DistributedGradientTape", compression,
+                               gradient_predivide_factor)
     else:
         op = check_op(op, None, "DistributedGradientTape/DistributedOptimizer")
     check_topk_called(compression, TopKCompressor)

@@ -11,8 +11,7 @@ with it loads with plain Keras (a plain optimizer) or with zen.tensorflow.keras.
 import keras
 
 from zen.common.basics import Adasum, Average
-from zen.tensorflow.adasum_optimizer import (adasum_apply, check_adasum_compression,
-                                              dense_gradient)
+from zen.tensorflow.adasum_optimizer import AdasumStep, check_adasum_arguments
 from zen.tensorflow.aggregation import LocalAggregation
 from zen.tensorflow.compression import Compression, TopKCompressor
 from zen.tensorflow.gradients import make_allreduce_grads_fn
@@ -36,19 +35,12 @@ class _DistributedOptimizer:
                 self.built = True
         apply_fn = lambda reduced: parent.apply(reduced, trainable_variables)  # noqa: E731
         if self._zen_adasum is not None:
-            grads = [dense_gradient("DistributedOptimizer", g,
-                                    "'%s'" % getattr(v, "path", v.name), self._zen_adasum[1])
-                     for g, v in zip(grads, variables)]
-            apply_fn = self._zen_adasum_apply(apply_fn, variables)
+            grads = self._zen_adasum.dense(grads, variables)
+            apply_fn = self._zen_adasum.wrap(apply_fn, variables)
         if self._zen_aggregation is None:
             return apply_fn(grads)
         self._zen_aggregation.step(grads, variables, apply_fn, self.iterations)
         return None
-
-    def _zen_adasum_apply(self, apply_fn, variables):
-        """apply_fn made Horovod's Adasum step: local apply, deltas combined by Adasum."""
-        name, _, compression = self._zen_adasum
-        return lambda grads: adasum_apply(apply_fn, grads, variables, name, compression)
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
@@ -88,12 +80,10 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     prefix = "DistributedOptimizer.%s" % (name or optimizer.name)
     distributed._zen_adasum = None
     if op == Adasum:
-        check_adasum_compression("DistributedOptimizer", compression)
-        if gradient_predivide_factor != 1.0:
-            raise ValueError("gradient_predivide_factor not supported with op != Average")
+        check_adasum_arguments("DistributedOptimizer", compression, gradient_predivide_factor)
         # Horovod's _DistributedAdasumOptimizer: the gradients stay local (summed over the
         # backward passes), the ranks combine the deltas of the wrapped optimizer's apply.
-        distributed._zen_adasum = (prefix + ".adasum", sparse_as_dense, compression)
+        distributed._zen_adasum = AdasumStep(prefix + ".adasum", sparse_as_dense, compression)
         distributed._zen_allreduce_grads = list
     else:
         distributed._zen_allreduce_grads = make_allreduce_grads_fn(
