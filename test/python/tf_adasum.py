@@ -263,6 +263,35 @@ def adasum_refusals():
 
 
 @check
+def adasum_sparse_as_dense():
+    """sparse_as_dense=True: an embedding's tf.IndexedSlices gradient is made dense first (as
+    Horovod asks): the optimizer's and the tape's results against the tree of every rank's
+    dense gradient (rank r touches rows r and r + 1)."""
+    size, rank = hvd.size(), hvd.rank()
+
+    def dense_grad(r):
+        g = np.zeros((10, 3))
+        g[[r, r + 1]] = 1.0
+        return g
+
+    want = adasum_tree([-LR * dense_grad(r) for r in range(size)]).reshape(10, 3)
+    for use_tape in (False, True):
+        emb = keras.layers.Embedding(10, 3, dtype="float64")
+        emb.build((None,))
+        emb.embeddings.assign(tf.zeros([10, 3], tf.float64))
+        with tf.GradientTape() as tape:
+            value = tf.reduce_sum(emb(tf.constant([rank, rank + 1])))
+        opt = keras.optimizers.SGD(LR)
+        if use_tape:
+            tape = hvd.DistributedGradientTape(tape, op=hvd.Adasum, sparse_as_dense=True)
+        else:
+            opt = hvd.DistributedOptimizer(opt, op=hvd.Adasum, sparse_as_dense=True)
+        grad = tape.gradient(value, emb.trainable_variables)
+        opt.apply_gradients(zip(grad, emb.trainable_variables))
+        assert_close(emb.embeddings.numpy(), want.ravel(), TOL, ("sparse_as_dense", use_tape))
+
+
+@check
 def adasum_world_not_power_of_two():
     """On a world that is not a power of two the daemon's error reaches every rank from
     apply_gradients (the variables put back); on one that is, a step works."""
