@@ -13,8 +13,9 @@ Keras: opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)). Launch with to
 (TCP) or mpirun. tf.IndexedSlices gradients go through Zen's sparse allreduce (the scheme
 ZEN_SCHEME picks) and come back as tf.IndexedSlices. Zen reduces dense tensors with Average,
 Sum, Min, Max, Product and Adasum (allreduce of host floating-point tensors on a power-of-two
-number of ranks; no Adasum optimizer), sparse ones with Average and Sum, and has only the
-global process set.
+number of ranks; DistributedOptimizer(op=Adasum) is Horovod's Adasum optimizer, which combines
+the ranks' variable deltas: adasum_optimizer.py), sparse ones with Average and Sum, and has
+only the global process set.
 """
 
 from zen.tensorflow.compression import Compression

@@ -12,8 +12,9 @@ zen.tensorflow.topk) through the sparse allreduce instead, under the same name.
 
 import tensorflow as tf
 
-from zen.common.basics import Average, Sum, check_op, size
+from zen.common.basics import Adasum, Average, Sum, check_op, size
 from zen.common.compression import check_topk_called
+from zen.tensorflow.adasum_optimizer import check_adasum_arguments, dense_gradient
 from zen.tensorflow.compression import Compression, TopKCompressor
 from zen.tensorflow.mpi_ops import allreduce
 
@@ -35,6 +36,9 @@ def _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide):
 def _reduce_one(grad, name, op, compression, sparse_as_dense, predivide):
     if grad is None:
         return None
+    if op == Adasum:  # the raw dense allreduce (the tape's Adasum: of the gradients, as Horovod)
+        grad = dense_gradient("DistributedGradientTape", grad, "'%s'" % name, sparse_as_dense)
+        return allreduce(grad, op=op, name=name, compression=compression)
     if isinstance(compression, TopKCompressor):
         return _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide)
     if isinstance(grad, tf.IndexedSlices):
@@ -50,8 +54,13 @@ def _reduce_one(grad, name, op, compression, sparse_as_dense, predivide):
 
 def make_allreduce_grads_fn(prefix, op=Average, compression=Compression.none,
                             sparse_as_dense=False, gradient_predivide_factor=1.0):
-    """fn(grads) -> grads averaged (or summed) over all ranks, None kept."""
-    op = check_op(op, None, "DistributedGradientTape/DistributedOptimizer")
+    """fn(grads) -> grads averaged (or summed, or combined by Adasum) over all ranks, None
+    kept."""
+    if op == Adasum:  # check_op keeps Adasum to the raw allreduce, which this one calls
+        check_adasum_arguments("DistributedGradientTape", compression,
+                               gradient_predivide_factor)
+    else:
+        op = check_op(op, None, "DistributedGradientTape/DistributedOptimizer")
     check_topk_called(compression, TopKCompressor)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
@@ -67,7 +76,7 @@ def make_allreduce_grads_fn(prefix, op=Average, compression=Compression.none,
 
     def run(grads):
         grads = list(grads)
-        if size() == 1 and op in (Average, Sum):
+        if size() == 1 and op in (Average, Sum, Adasum):
             return grads
         if tf.executing_eagerly():
             return compiled(grads)

@@ -1,7 +1,8 @@
 """DistributedOptimizer for Keras 3 optimizers, as horovod.tensorflow.keras's: a dynamic
 subclass of the optimizer's class whose apply() (which apply_gradients and Model.fit call)
 averages the gradients over all ranks first, or, with backward_passes_per_step=N, sums N
-passes locally and allreduces once (aggregation.py).
+passes locally and allreduces once (aggregation.py). With op=Adasum each rank applies its own
+gradients and the ranks combine the variable deltas (adasum_optimizer.py).
 
 The subclass keeps the class name and module of the optimizer it wraps, so a model saved
 with it loads with plain Keras (a plain optimizer) or with zen.tensorflow.keras.load_model
@@ -9,7 +10,8 @@ with it loads with plain Keras (a plain optimizer) or with zen.tensorflow.keras.
 
 import keras
 
-from zen.common.basics import Average
+from zen.common.basics import Adasum, Average
+from zen.tensorflow.adasum_optimizer import AdasumStep, check_adasum_arguments
 from zen.tensorflow.aggregation import LocalAggregation
 from zen.tensorflow.compression import Compression, TopKCompressor
 from zen.tensorflow.gradients import make_allreduce_grads_fn
@@ -21,7 +23,7 @@ class _DistributedOptimizer:
     def apply(self, grads, trainable_variables=None):
         parent = super(self.__class__, self)
         grads = list(grads)
-        if self._zen_aggregation is None:
+        if self._zen_aggregation is None and self._zen_adasum is None:
             return parent.apply(self._zen_allreduce_grads(grads), trainable_variables)
         if trainable_variables is None:
             variables = self._trainable_variables
@@ -31,9 +33,13 @@ class _DistributedOptimizer:
                 with keras.name_scope(self.name, caller=self):
                     self.build(variables)
                 self.built = True
-        self._zen_aggregation.step(grads, variables,
-                                   lambda reduced: parent.apply(reduced, trainable_variables),
-                                   self.iterations)
+        apply_fn = lambda reduced: parent.apply(reduced, trainable_variables)  # noqa: E731
+        if self._zen_adasum is not None:
+            grads = self._zen_adasum.dense(grads, variables)
+            apply_fn = self._zen_adasum.wrap(apply_fn, variables)
+        if self._zen_aggregation is None:
+            return apply_fn(grads)
+        self._zen_aggregation.step(grads, variables, apply_fn, self.iterations)
         return None
 
 
@@ -47,8 +53,11 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     gradients (embeddings) take Zen's sparse allreduce unless sparse_as_dense.
     backward_passes_per_step=N applies once every N calls, the sum of the N passes'
     gradients reduced over the ranks (divided by N when average_aggregated_gradients); the
-    other calls only count optimizer.iterations. groups/num_groups are accepted: the daemon
-    fuses whatever reaches it in one cycle."""
+    other calls only count optimizer.iterations. op=Adasum is Horovod's Adasum optimizer: each
+    rank applies its gradients (summed over the passes) locally and the ranks combine the
+    variable deltas with Adasum (dense gradients only, or sparse_as_dense; Compression.none or
+    .fp16; a power-of-two number of ranks). groups/num_groups are accepted: the daemon fuses
+    whatever reaches it in one cycle."""
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise ValueError("zen.tensorflow.DistributedOptimizer wraps a Keras optimizer "
                          "(keras.optimizers.*), not %s" % type(optimizer).__name__)
@@ -68,9 +77,17 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     methods["__module__"] = optimizer.__class__.__module__
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,), methods)
     distributed = cls.from_config(optimizer.get_config())
-    distributed._zen_allreduce_grads = make_allreduce_grads_fn(
-        "DistributedOptimizer.%s" % (name or optimizer.name), op, compression, sparse_as_dense,
-        gradient_predivide_factor)
+    prefix = "DistributedOptimizer.%s" % (name or optimizer.name)
+    distributed._zen_adasum = None
+    if op == Adasum:
+        check_adasum_arguments("DistributedOptimizer", compression, gradient_predivide_factor)
+        # Horovod's _DistributedAdasumOptimizer: the gradients stay local (summed over the
+        # backward passes), the ranks combine the deltas of the wrapped optimizer's apply.
+        distributed._zen_adasum = AdasumStep(prefix + ".adasum", sparse_as_dense, compression)
+        distributed._zen_allreduce_grads = list
+    else:
+        distributed._zen_allreduce_grads = make_allreduce_grads_fn(
+            prefix, op, compression, sparse_as_dense, gradient_predivide_factor)
     distributed._zen_aggregation = None
     if backward_passes_per_step > 1:
         distributed._zen_aggregation = LocalAggregation(
