@@ -24,9 +24,8 @@ struct AlltoallPlan {
   TensorShape outputShape;              // [sum of receivedSplits, trailing dims...]
 };
 
-// kInvalidArgument when the bucket is not one tensor this rank posted (negotiation never fuses
-// an alltoall and refuses one while a rank has joined), the splits are not ranks x ranks or
-// hold a negative count, or this rank's splits do not add up to its input's first dimension.
+// kInvalidArgument, with the CPU executor's message, for a plan the CPU executor refuses
+// (ops::checkAlltoall, ops/exchange_checks.h).
 Result<AlltoallPlan> planAlltoall(const Response& response,
                                   const std::vector<TensorEntry*>& entries,
                                   int ranks,

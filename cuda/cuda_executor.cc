@@ -537,7 +537,7 @@ void CudaExecutor::submit(const Response& response,
         break;
       case ResponseType::kReducescatter:
         report.scheme = "nccl-reducescatter";
-        for (int64_t rows : plans.reducescatter.rows) report.rows += rows;
+        for (const ops::ReducescatterTensor& x : plans.reducescatter.tensors) report.rows += x.rows;
         s = m.reducescatter(plans.reducescatter, response, entries, &async);
         break;
       default:

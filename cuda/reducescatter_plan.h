@@ -25,19 +25,21 @@
 #include "core/status.h"
 #include "core/tensor_queue.h"
 #include "cuda/device_bucket.h"
+#include "ops/reducescatter.h"
 
 namespace zen::cuda {
 
 struct ReducescatterPlan {
-  std::vector<int64_t> rows;         // per tensor: the first dimension
-  std::vector<int64_t> rowElements;  // per tensor: elements per row (the trailing dims)
-  std::vector<size_t> used;          // per rank: elements of its pieces in its block
-  size_t blockElements = 0;          // the largest block: what every rank reduces
+  // Per tensor: its rows and elements per row (the CPU executor's description, whose
+  // ops::scatterPiece this layout splits by); input and output as posted here.
+  std::vector<ops::ReducescatterTensor> tensors;
+  std::vector<size_t> used;  // per rank: elements of its pieces in its block
+  size_t blockElements = 0;  // the largest block: what every rank reduces
   bool direct = false;
 };
 
 // kInvalidArgument when the shapes do not match the tensors or a tensor has no first
-// dimension (the CPU executor's checks).
+// dimension, with the CPU executor's message (ops::checkReducescatter, ops/exchange_checks.h).
 Result<ReducescatterPlan> planReducescatter(const Response& response,
                                             const std::vector<TensorEntry*>& entries,
                                             int ranks);

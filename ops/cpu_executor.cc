@@ -12,6 +12,7 @@
 
 #include "ops/adasum.h"
 #include "ops/alltoall.h"
+#include "ops/exchange_checks.h"
 #include "ops/reduce.h"
 #include "ops/reducescatter.h"
 #include "ops/sparse_rows.h"
@@ -335,34 +336,20 @@ Status CpuExecutor::alltoall(const Response& r,
                              const std::vector<TensorEntry*>& entries,
                              BucketReport* report) {
   report->scheme = "alltoall";
-  const int n = transport_->size();
-  const int me = transport_->rank();
+  ZEN_ASSIGN_OR_RETURN(AlltoallRows rows,
+                       checkAlltoall(r, entries, transport_->size(), transport_->rank()));
   TensorEntry* e = entries.front();
-  // Negotiation refuses an alltoall while a rank has joined, and never fuses one.
-  ZEN_CHECK_ARG(entries.size() == 1 && e != nullptr, "alltoall: {} tensors, {} posted here",
-                entries.size(), e != nullptr ? "one" : "none");
-  ZEN_CHECK_ARG(r.splits.size() == static_cast<size_t>(n) * static_cast<size_t>(n),
-                "alltoall: {} splits for {} ranks", r.splits.size(), n);
   AlltoallOptions o;
   o.transport = transport_.get();
   o.input = e->input.data;
-  o.rowBytes = trailingBytes(r.shapes[0], r.dtype);
-  for (int p = 0; p < n; ++p) {
-    o.sendRows.push_back(r.splits[static_cast<size_t>(me * n + p)]);
-    o.recvRows.push_back(r.splits[static_cast<size_t>(p * n + me)]);
-  }
-  int64_t sent = 0;
-  for (int64_t rows : o.sendRows) sent += rows;
-  ZEN_CHECK_ARG(sent == e->input.shape.dim(0), "alltoall: the plan sends {} rows, the input has {}",
-                sent, e->input.shape.dim(0));
+  o.rowBytes = rows.rowBytes;
+  o.sendRows = std::move(rows.sendRows);
+  o.recvRows = rows.recvRows;
   o.phases = &report->phases;
   OpResult& out = e->handle->result();
   ZEN_RETURN_IF_ERROR(ops::alltoall(o, &out.gathered));
-  std::vector<int64_t> dims = r.shapes[0].dims();
-  dims[0] = 0;
-  for (int64_t rows : o.recvRows) dims[0] += rows;
-  out.gatheredShape = TensorShape(std::move(dims));
-  out.receivedSplits = o.recvRows;
+  out.gatheredShape = std::move(rows.outputShape);
+  out.receivedSplits = std::move(rows.recvRows);
   report->rows = out.gatheredShape.dim(0);
   return Status::ok();
 }
@@ -372,25 +359,15 @@ Status CpuExecutor::reducescatter(const Response& r,
                                   BucketReport* report) {
   report->scheme = "reducescatter";
   ReducescatterOptions o;
+  // A joined rank's tensors have no input or output: it contributes the op's identity and
+  // keeps nothing.
+  ZEN_ASSIGN_OR_RETURN(o.tensors, checkReducescatter(r, entries));
   o.transport = transport_.get();
   o.dtype = r.dtype;
   o.op = r.reduceOp;
   o.scratch = &fusion_;
   o.phases = &report->phases;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    const TensorShape& shape = r.shapes[i];
-    ZEN_CHECK_ARG(shape.rank() >= 1, "reducescatter: tensor {} is a scalar", i);
-    ReducescatterTensor x;
-    x.rows = shape.dim(0);
-    x.rowElements = shape.rowSize();
-    // A joined rank contributes the op's identity and keeps nothing.
-    if (entries[i] != nullptr) {
-      x.input = entries[i]->input.data;
-      x.output = entries[i]->output.data;
-    }
-    report->rows += x.rows;
-    o.tensors.push_back(x);
-  }
+  for (const ReducescatterTensor& x : o.tensors) report->rows += x.rows;
   return ops::reducescatter(o);
 }
 

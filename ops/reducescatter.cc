@@ -8,6 +8,21 @@
 
 namespace zen::ops {
 
+ElementRange scatterPiece(const ReducescatterTensor& x, int size, int rank) {
+  ElementRange r;
+  r.begin = static_cast<size_t>(scatterOffset(x.rows, size, rank) * x.rowElements);
+  r.end = r.begin + static_cast<size_t>(scatterRows(x.rows, size, rank) * x.rowElements);
+  return r;
+}
+
+std::vector<size_t> scatterBlocks(const std::vector<ReducescatterTensor>& tensors, int size) {
+  std::vector<size_t> blocks(static_cast<size_t>(size), 0);
+  for (int p = 0; p < size; ++p) {
+    for (const ReducescatterTensor& x : tensors) blocks[p] += scatterPiece(x, size, p).size();
+  }
+  return blocks;
+}
+
 Status reducescatter(const ReducescatterOptions& o) {
   ZEN_CHECK_ARG(o.transport != nullptr, "reducescatter: no transport");
   ZEN_CHECK_ARG(o.dtype <= DataType::kInt64, "reducescatter: unknown dtype code {}",
@@ -22,14 +37,7 @@ Status reducescatter(const ReducescatterOptions& o) {
     ZEN_CHECK_ARG(x.rows >= 0 && x.rowElements >= 0, "reducescatter: a tensor of {} rows of {}",
                   x.rows, x.rowElements);
   }
-  // Rank p's block: piece p of every tensor, in order.
-  auto pieceElements = [&](const ReducescatterTensor& x, int p) {
-    return static_cast<size_t>(scatterRows(x.rows, n, p) * x.rowElements);
-  };
-  std::vector<size_t> counts(static_cast<size_t>(n), 0);
-  for (int p = 0; p < n; ++p) {
-    for (const ReducescatterTensor& x : o.tensors) counts[p] += pieceElements(x, p);
-  }
+  const std::vector<size_t> counts = scatterBlocks(o.tensors, n);
   size_t total = 0;
   std::vector<size_t> blockBegin;
   for (size_t c : counts) {
@@ -44,13 +52,14 @@ Status reducescatter(const ReducescatterOptions& o) {
   std::vector<size_t> cursor = blockBegin;
   for (const ReducescatterTensor& x : o.tensors) {
     for (int p = 0; p < n; ++p) {
-      const size_t count = pieceElements(x, p);
+      const ElementRange piece = scatterPiece(x, n, p);
+      const size_t count = piece.size();
       std::byte* to = buffer.data() + cursor[p] * width;
       if (x.input == nullptr) {
         fillIdentity(to, count, o.dtype, o.op);
       } else if (count > 0) {
-        const size_t from = static_cast<size_t>(scatterOffset(x.rows, n, p) * x.rowElements);
-        std::memcpy(to, static_cast<const std::byte*>(x.input) + from * width, count * width);
+        std::memcpy(to, static_cast<const std::byte*>(x.input) + piece.begin * width,
+                    count * width);
       }
       cursor[p] += count;
     }
@@ -69,7 +78,7 @@ Status reducescatter(const ReducescatterOptions& o) {
   start = Clock::now();
   size_t at = 0;
   for (const ReducescatterTensor& x : o.tensors) {
-    const size_t bytes = pieceElements(x, me) * width;
+    const size_t bytes = scatterPiece(x, n, me).size() * width;
     if (x.output != nullptr && bytes > 0) std::memcpy(x.output, mine + at, bytes);
     at += bytes;
   }

@@ -24,6 +24,7 @@
 #include "core/executor.h"
 #include "core/message.h"
 #include "core/status.h"
+#include "ops/reduce.h"
 #include "ops/transport.h"
 
 namespace zen::ops {
@@ -46,5 +47,13 @@ struct ReducescatterOptions {
 };
 
 Status reducescatter(const ReducescatterOptions& options);
+
+// Rank `rank`'s piece of tensor x, in elements of x: scatterRows(rows, size, rank) rows from
+// scatterOffset (core/message.h). The CUDA executor's layout (cuda/reducescatter_plan.h)
+// splits the same way, so both executors keep the same rows on every rank.
+ElementRange scatterPiece(const ReducescatterTensor& x, int size, int rank);
+
+// Per rank p: the elements of its pieces of every tensor, rank p's block of the fused bucket.
+std::vector<size_t> scatterBlocks(const std::vector<ReducescatterTensor>& tensors, int size);
 
 }  // namespace zen::ops
