@@ -43,9 +43,6 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// Below Transport::kMaxUserTag; the schemes run one at a time, so no other call meets it.
-constexpr uint32_t kTagHc = 0x3c01;
-
 // Ascending unique indices and their rows [size x rowSize].
 template <typename V>
 struct RowList {
@@ -307,7 +304,7 @@ Status runHc(const SparseAllreduceOptions& options, SparseAllreduceResult* resul
       form = set.dense() ? "dense" : "sparse";
     }
     if (to >= 0 || from >= 0)
-      ZEN_RETURN_IF_ERROR(t.sendRecv(to, out.data(), out.size(), from, &in, kTagHc));
+      ZEN_RETURN_IF_ERROR(t.sendRecv(to, out.data(), out.size(), from, &in, kHcTag));
     if (from >= 0) ZEN_RETURN_IF_ERROR(set.merge(in, from, replace));
     phases.emplace_back(fmt::format("{} {}", name, form), secondsSince(start));
     return Status::ok();
