@@ -3,6 +3,7 @@
 #include "ops/adasum.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "ops/reduce.h"
 
@@ -40,21 +41,24 @@ void narrow(const double* in, void* out, size_t count, DataType dtype) {
   });
 }
 
-// Sends `sendCount` doubles to peer and receives `recvCount` from it; the lower rank sends
-// first, so a backend whose send waits for the matching receive (MPI) cannot deadlock.
+// Sends `sendCount` doubles to peer while receiving `recvCount` from it (both directions at
+// once, Transport::sendRecv); *scratch holds the message on its way into recv.
 Status exchange(Transport& t,
                 int peer,
                 const double* send,
                 size_t sendCount,
                 double* recv,
                 size_t recvCount,
-                uint32_t tag) {
-  if (t.rank() < peer) {
-    ZEN_RETURN_IF_ERROR(t.send(peer, send, sendCount * sizeof(double), tag));
-    return t.recv(peer, recv, recvCount * sizeof(double), tag);
+                uint32_t tag,
+                ByteVector* scratch) {
+  ZEN_RETURN_IF_ERROR(t.sendRecv(peer, send, sendCount * sizeof(double), peer, scratch, tag));
+  if (scratch->size() != recvCount * sizeof(double)) {
+    return ZEN_ERROR(StatusCode::kIoError,
+                     "adasum: rank {} sent {} bytes, rank {} expected {} (ranks out of step?)",
+                     peer, scratch->size(), t.rank(), recvCount * sizeof(double));
   }
-  ZEN_RETURN_IF_ERROR(t.recv(peer, recv, recvCount * sizeof(double), tag));
-  return t.send(peer, send, sendCount * sizeof(double), tag);
+  if (recvCount > 0) std::memcpy(recv, scratch->data(), scratch->size());
+  return Status::ok();
 }
 
 // One halving level as this rank saw it: the segment it held and the half it kept (the first
@@ -92,8 +96,8 @@ class Halving {
       const ElementRange kept = low ? ElementRange{held.begin, mid} : ElementRange{mid, held.end};
       const ElementRange given = low ? ElementRange{mid, held.end} : ElementRange{held.begin, mid};
       levels.push_back({me ^ d, low, held, kept});
-      ZEN_RETURN_IF_ERROR(
-          exchange(t_, me ^ d, x_ + given.begin, given.size(), theirs_, kept.size(), kTagHalf));
+      ZEN_RETURN_IF_ERROR(exchange(t_, me ^ d, x_ + given.begin, given.size(), theirs_, kept.size(),
+                                   kTagHalf, &message_));
       // a is the low subtree's vector on every rank of the group, so the partials add up.
       const double* mine = x_ + kept.begin;
       const double* a = low ? mine : theirs_;
@@ -109,7 +113,7 @@ class Halving {
       const ElementRange other = level->low ? ElementRange{kept.end, level->held.end}
                                             : ElementRange{level->held.begin, kept.begin};
       ZEN_RETURN_IF_ERROR(exchange(t_, level->peer, x_ + kept.begin, kept.size(), x_ + other.begin,
-                                   other.size(), kTagGather));
+                                   other.size(), kTagGather, &message_));
     }
     return Status::ok();
   }
@@ -139,7 +143,7 @@ class Halving {
   Status sumPartials(int d) {
     for (int k = 1; k <= d; k <<= 1) {
       ZEN_RETURN_IF_ERROR(exchange(t_, t_.rank() ^ k, partials_.data(), partials_.size(),
-                                   other_.data(), other_.size(), kTagPartials));
+                                   other_.data(), other_.size(), kTagPartials, &message_));
       for (size_t i = 0; i < partials_.size(); ++i) partials_[i] += other_[i];
     }
     return Status::ok();
@@ -172,6 +176,7 @@ class Halving {
   const std::vector<ElementRange>& tensors_;
   std::vector<double> partials_;
   std::vector<double> other_;
+  ByteVector message_;  // exchange's scratch
 };
 
 }  // namespace

@@ -24,6 +24,10 @@
 
 namespace zen::ops {
 
+// The Transport::sendRecv tag of every hc step (below Transport::kMaxUserTag; the schemes run
+// one at a time, so no other call meets it).
+inline constexpr uint32_t kHcTag = 0x3c01;
+
 inline constexpr size_t kHcHeaderBytes = 16;
 inline constexpr uint8_t kHcSparseForm = 0;
 inline constexpr uint8_t kHcDenseForm = 1;

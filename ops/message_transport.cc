@@ -1,7 +1,7 @@
 // The collectives of the message-passing backends, over postSend + Mailbox::take. Each
 // message carries its own length (a TCP frame header, an in-process vector), so the
 // v-collectives need no separate count round. Payload bytes on the wire per rank, B = buffer:
-// - send/recv: B to one peer.
+// - send/recv: B to one peer; sendRecv: B to one peer, its message from another (or it).
 // - alltoallv: sends[p] to each peer p (a message per pair, empty ones too).
 // - allgatherv: B to each of the n-1 peers; receives every peer's buffer.
 // - allreduce (ring: reduce-scatter, then allgather, n-1 steps each): 2(n-1)/n·B sent to the
@@ -77,6 +77,17 @@ Status MessageTransport::doSend(int peer, const void* data, size_t bytes, uint32
 
 Status MessageTransport::doRecv(int peer, void* data, size_t bytes, uint32_t tag) {
   return receiveInto(peer, tag, data, bytes, deadline(), "recv");
+}
+
+// The send is posted before the receive waits and flushed after it: both directions overlap.
+Status MessageTransport::doSendRecv(
+    int to, const void* data, size_t bytes, int from, ByteVector* received, uint32_t tag) {
+  const auto until = deadline();
+  if (to >= 0) ZEN_RETURN_IF_ERROR(post(to, tag, data, bytes));
+  if (from >= 0) {
+    ZEN_ASSIGN_OR_RETURN(*received, receive(from, tag, until, "sendRecv"));
+  }
+  return flushSends(until);
 }
 
 Status MessageTransport::doAlltoallv(const std::vector<ConstBytes>& sends,

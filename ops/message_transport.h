@@ -22,6 +22,12 @@ class MessageTransport : public Transport {
 
   Status doSend(int peer, const void* data, size_t bytes, uint32_t tag) override;
   Status doRecv(int peer, void* data, size_t bytes, uint32_t tag) override;
+  Status doSendRecv(int to,
+                    const void* data,
+                    size_t bytes,
+                    int from,
+                    ByteVector* received,
+                    uint32_t tag) override;
   Status doAlltoallv(const std::vector<ConstBytes>& sends,
                      std::vector<ByteVector>* received) override;
   Status doAllgatherv(const void* data, size_t bytes, std::vector<ByteVector>* gathered) override;

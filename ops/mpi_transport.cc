@@ -2,6 +2,8 @@
 // operation polled against the deadline (mpi_transport.h says what that can and cannot do).
 // Bytes on the wire per rank (payload; MPI picks its own algorithms):
 // - send/recv: B, in pieces of at most maxChunkBytes (same tag, so they stay in order).
+// - sendRecv: an 8 B size, then B as send does, while the peer's size and message are
+//   received; the size is not counted (as the v-collectives' counts).
 // - alltoallv: 8 B counts to each rank (MPI_Ialltoall), one 8 B max (MPI_Iallreduce), then
 //   sends[p] to each p in rounds of MPI_Ialltoallv, each round at most C = min(maxChunkBytes,
 //   INT_MAX / n) bytes per pair, packed through staging buffers.
@@ -130,29 +132,53 @@ class MpiTransport final : public Transport {
       ZEN_CHECK_MPI(MPI_Irecv(base + i * maxChunkBytes_, roundBytes(bytes, i, maxChunkBytes_),
                               MPI_BYTE, peer, static_cast<int>(tag), comm_, &requests[i]));
     }
-    std::vector<MPI_Status> statuses(requests.size());
-    Status status = wait(requests, "recv", peer, &statuses);
-    if (status.code() == StatusCode::kTimeout) {
-      // A receive can be withdrawn; do so, so the buffer is ours again.
-      for (MPI_Request& r : requests) {
-        if (r != MPI_REQUEST_NULL) {
-          MPI_Cancel(&r);
-          MPI_Wait(&r, MPI_STATUS_IGNORE);
-        }
-      }
-    }
-    ZEN_RETURN_IF_ERROR(status);
-    for (size_t i = 0; i < statuses.size(); ++i) {
-      int got = 0;
-      MPI_Get_count(&statuses[i], MPI_BYTE, &got);
-      if (got != roundBytes(bytes, i, maxChunkBytes_)) {
-        return ZEN_ERROR(StatusCode::kIoError,
-                         "rank {}: recv: rank {} sent a different size than "
-                         "the {} bytes expected",
-                         rank(), peer, bytes);
-      }
-    }
+    ZEN_RETURN_IF_ERROR(waitPieces(requests, "recv", peer, bytes));
     countReceived(peer, bytes);
+    return Status::ok();
+  }
+
+  // Both directions are posted before either is waited for; the received size comes first,
+  // so the pieces can be posted into a buffer of that size.
+  Status doSendRecv(int to,
+                    const void* data,
+                    size_t bytes,
+                    int from,
+                    ByteVector* received,
+                    uint32_t tag) override {
+    const int mpiTag = static_cast<int>(tag);
+    std::vector<MPI_Request> sends;
+    if (to >= 0) {
+      sendSize_ = bytes;  // a member: MPI may read it after a timeout returned
+      sends.resize(1 + pieces(bytes));
+      ZEN_CHECK_MPI(
+          MPI_Isend(&sendSize_, sizeof(uint64_t), MPI_BYTE, to, mpiTag, comm_, &sends[0]));
+      const auto* base = static_cast<const uint8_t*>(data);
+      for (size_t i = 1; i < sends.size(); ++i) {
+        ZEN_CHECK_MPI(MPI_Isend(base + (i - 1) * maxChunkBytes_,
+                                roundBytes(bytes, i - 1, maxChunkBytes_), MPI_BYTE, to, mpiTag,
+                                comm_, &sends[i]));
+      }
+    }
+    if (from >= 0) {
+      std::vector<MPI_Request> size(1);
+      ZEN_CHECK_MPI(
+          MPI_Irecv(&recvSize_, sizeof(uint64_t), MPI_BYTE, from, mpiTag, comm_, &size[0]));
+      ZEN_RETURN_IF_ERROR(waitPieces(size, "sendRecv (size)", from, sizeof(uint64_t)));
+      const uint64_t incoming = recvSize_;
+      received->resize(incoming);
+      std::vector<MPI_Request> requests(pieces(incoming));
+      for (size_t i = 0; i < requests.size(); ++i) {
+        ZEN_CHECK_MPI(MPI_Irecv(received->data() + i * maxChunkBytes_,
+                                roundBytes(incoming, i, maxChunkBytes_), MPI_BYTE, from, mpiTag,
+                                comm_, &requests[i]));
+      }
+      ZEN_RETURN_IF_ERROR(waitPieces(requests, "sendRecv", from, incoming));
+      countReceived(from, incoming);
+    }
+    if (to >= 0) {
+      ZEN_RETURN_IF_ERROR(wait(sends, "sendRecv", to));
+      countSent(to, bytes);
+    }
     return Status::ok();
   }
 
@@ -383,6 +409,32 @@ class MpiTransport final : public Transport {
     }
   }
 
+  // Receives of `bytes` in maxChunkBytes_ pieces (one request each): on a timeout they are
+  // withdrawn, so the buffer is the caller's again; a piece of another size is a kIoError.
+  Status waitPieces(std::vector<MPI_Request>& requests, const char* op, int peer, size_t bytes) {
+    std::vector<MPI_Status> statuses(requests.size());
+    Status status = wait(requests, op, peer, &statuses);
+    if (status.code() == StatusCode::kTimeout) {
+      for (MPI_Request& r : requests) {
+        if (r != MPI_REQUEST_NULL) {
+          MPI_Cancel(&r);
+          MPI_Wait(&r, MPI_STATUS_IGNORE);
+        }
+      }
+    }
+    ZEN_RETURN_IF_ERROR(status);
+    for (size_t i = 0; i < statuses.size(); ++i) {
+      int got = 0;
+      MPI_Get_count(&statuses[i], MPI_BYTE, &got);
+      if (got != roundBytes(bytes, i, maxChunkBytes_)) {
+        return ZEN_ERROR(StatusCode::kIoError,
+                         "rank {}: {}: rank {} sent a different size than the {} bytes expected",
+                         rank(), op, peer, bytes);
+      }
+    }
+    return Status::ok();
+  }
+
   // One collective request; on a timeout its staging buffers are kept, since MPI may still
   // write them.
   Status waitOne(MPI_Request& request,
@@ -401,6 +453,8 @@ class MpiTransport final : public Transport {
   MPI_Comm comm_;
   const size_t maxChunkBytes_;
   std::vector<ByteVector> abandoned_;
+  uint64_t sendSize_ = 0;  // sendRecv's size messages
+  uint64_t recvSize_ = 0;
 };
 
 }  // namespace

@@ -177,6 +177,14 @@ void emptyResult(const SparseAllreduceOptions& o, Scheme scheme, SparseAllreduce
 
 }  // namespace
 
+SparseAllreduceWorkspace::SparseAllreduceWorkspace() = default;
+SparseAllreduceWorkspace::~SparseAllreduceWorkspace() = default;
+
+CoalesceScratch& SparseAllreduceWorkspace::coalesce() {
+  if (coalesce_ == nullptr) coalesce_ = std::make_unique<CoalesceScratch>();
+  return *coalesce_;
+}
+
 Status sparseAllreduce(const SparseAllreduceOptions& options, SparseAllreduceResult* result) {
   ZEN_CHECK_ARG(result != nullptr, "sparse allreduce needs a result");
   ZEN_CHECK_ARG(options.transport != nullptr, "sparse allreduce needs a transport");

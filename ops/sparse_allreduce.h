@@ -35,11 +35,19 @@ class SparseAllreduceWorkspace {
 
   struct Zen;  // defined in sparse_allreduce_zen.cc
   Zen& zen();
+  struct Hc;  // defined in sparse_allreduce_hc.cc
+  Hc& hc();
   // coalesceRows' memory, for the schemes that coalesce their input or what they gathered.
   CoalesceScratch& coalesce();
 
  private:
-  std::unique_ptr<Zen> zen_;
+  // Deletes a scheme's memory in the scheme's file, the only one that completes its type.
+  struct Release {
+    void operator()(Zen* zen) const;
+    void operator()(Hc* hc) const;
+  };
+  std::unique_ptr<Zen, Release> zen_;
+  std::unique_ptr<Hc, Release> hc_;
   std::unique_ptr<CoalesceScratch> coalesce_;
 };
 

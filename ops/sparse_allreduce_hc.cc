@@ -11,8 +11,8 @@
 //      and merges what it gets; afterwards each set covers 2^(s+1) of the p groups.
 //   3. unfold (only when e > 0): rank i sends the final set to rank p + i.
 //   4. scale (Average: 1/n) and round once to the dtype, into sparse or dense output.
-// Every exchange is one alltoallv in which only the partner's message is non-empty: full
-// duplex on every backend, and the empty messages carry no payload bytes.
+// Every exchange is one Transport::sendRecv between the partners only: full duplex on every
+// backend; a rank with no partner in a step skips it.
 //
 // Encoding: a set travels as COO (16-byte header; per row a 4-byte index, 8 when |G| > 2^32,
 // and rowSize A values) until the dense form (header, a ceil(|G| / 8)-byte occupancy bitmap
@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <tuple>
 #include <utility>
 
 #include "ops/byte_io.h"
@@ -42,53 +43,83 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// One pairwise exchange as an alltoallv that every rank calls: `out` goes to rank `to`
-// (-1: none) and rank `from`'s message (-1: none) lands in *in.
-Status exchange(Transport& t, int to, const ByteVector& out, int from, ByteVector* in) {
-  std::vector<ConstBytes> sends(static_cast<size_t>(t.size()));
-  if (to >= 0) sends[to] = ConstBytes{out.data(), out.size()};
-  std::vector<ByteVector> received;
-  ZEN_RETURN_IF_ERROR(t.alltoallv(sends, &received));
-  for (int p = 0; p < t.size(); ++p) {
-    if (p != from && p != t.rank() && !received[p].empty()) {
-      return ZEN_ERROR(StatusCode::kIoError,
-                       "hc: rank {} sent {} bytes to rank {} in a step where it is not its "
-                       "partner (ranks out of step?)",
-                       p, received[p].size(), t.rank());
-    }
-  }
-  if (from >= 0) *in = std::move(received[from]);
-  return Status::ok();
-}
-
 // Ascending unique indices and their rows [size x rowSize].
 template <typename V>
 struct RowList {
   std::vector<int64_t> indices;
   std::vector<V> values;
+
+  void clear() {
+    indices.clear();
+    values.clear();
+  }
 };
 
-// One rank's merged set, sparse (ascending rows) or dense (all rows plus occupancy bits).
+// A merged set's memory in accumulator type A; cleared between calls, never shrunk.
+template <typename A>
+struct SetMemory {
+  RowList<A> sparse;
+  RowList<A> merged;           // mergeSparse's output, swapped with sparse
+  std::vector<A> denseValues;  // [numRows x rowSize] when dense
+  std::vector<uint64_t> bits;  // occupancy, bit r = row r, when dense
+};
+
+}  // namespace
+
+// The hc scheme's memory, kept across calls (SparseAllreduceWorkspace::hc()) so that a
+// steady-state call allocates nothing of its own: one set's memory per accumulator type.
+struct SparseAllreduceWorkspace::Hc {
+  SparseTensor coalesced;  // the input's rows, before they are widened into the set
+  ByteVector out;
+  ByteVector in;
+  std::tuple<SetMemory<float>, SetMemory<double>, SetMemory<int64_t>> sets;
+};
+
+SparseAllreduceWorkspace::Hc& SparseAllreduceWorkspace::hc() {
+  if (hc_ == nullptr) hc_.reset(new Hc());
+  return *hc_;
+}
+
+void SparseAllreduceWorkspace::Release::operator()(Hc* hc) const {
+  delete hc;
+}
+
+namespace {
+
+using Hc = SparseAllreduceWorkspace::Hc;
+
+// One rank's merged set, sparse (ascending rows) or dense (all rows plus occupancy bits), in
+// the memory `ws` keeps.
 template <typename T>
 class MergedSet {
  public:
   using A = AccumulatorT<T>;
   using Rows = RowList<A>;
 
-  MergedSet(int64_t numRows, int64_t rowSize)
+  MergedSet(int64_t numRows, int64_t rowSize, Hc* ws)
       : numRows_(numRows),
         rowSize_(rowSize),
         format_{numRows, rowSize, sizeof(A)},
-        bitmapBytes_(format_.bitmapBytes()) {}
+        bitmapBytes_(format_.bitmapBytes()),
+        coalesced_(ws->coalesced),
+        memory_(std::get<SetMemory<A>>(ws->sets)),
+        sparse_(memory_.sparse),
+        merged_(memory_.merged),
+        denseValues_(memory_.denseValues),
+        bits_(memory_.bits) {
+    sparse_.clear();
+    merged_.clear();
+    denseValues_.clear();
+    bits_.clear();
+  }
 
   Status start(const SparseView& input, CoalesceScratch* scratch) {
-    SparseTensor rows;
-    ZEN_RETURN_IF_ERROR(coalesceRows({input}, 1, &rows, scratch));
-    const T* values = reinterpret_cast<const T*>(rows.values.data());
-    sparse_.values.resize(rows.indices.size() * static_cast<size_t>(rowSize_));
+    ZEN_RETURN_IF_ERROR(coalesceRows({input}, 1, &coalesced_, scratch));
+    const T* values = reinterpret_cast<const T*>(coalesced_.values.data());
+    sparse_.values.resize(coalesced_.indices.size() * static_cast<size_t>(rowSize_));
     std::transform(values, values + sparse_.values.size(), sparse_.values.begin(),
                    [](T v) { return toAccumulator<A>(v); });
-    sparse_.indices = std::move(rows.indices);
+    sparse_.indices.assign(coalesced_.indices.begin(), coalesced_.indices.end());
     return Status::ok();
   }
 
@@ -124,8 +155,7 @@ class MergedSet {
     const HcSetView& m = decoded.value();
     if (replace) {
       dense_ = false;
-      sparse_.indices.clear();
-      sparse_.values.clear();
+      sparse_.clear();
       denseValues_.clear();
       bits_.clear();
     }
@@ -227,7 +257,7 @@ class MergedSet {
       std::copy_n(sparse_.values.begin() + k * rowSize_, rowSize_,
                   denseValues_.begin() + index * rowSize_);
     }
-    sparse_ = Rows{};
+    sparse_.clear();
     dense_ = true;
   }
 
@@ -236,10 +266,12 @@ class MergedSet {
   const HcSetFormat format_;
   const size_t bitmapBytes_;
   bool dense_ = false;
-  Rows sparse_;
-  Rows merged_;                 // mergeSparse's output, swapped with sparse_ (keeps its memory)
-  std::vector<A> denseValues_;  // [numRows x rowSize] when dense_
-  std::vector<uint64_t> bits_;  // occupancy, bit r = row r, when dense_
+  SparseTensor& coalesced_;
+  SetMemory<A>& memory_;
+  Rows& sparse_;
+  Rows& merged_;
+  std::vector<A>& denseValues_;
+  std::vector<uint64_t>& bits_;
 };
 
 template <typename T>
@@ -253,12 +285,14 @@ Status runHc(const SparseAllreduceOptions& options, SparseAllreduceResult* resul
   std::vector<std::pair<std::string, double>>& phases = result->stats.phases;
 
   auto start = Clock::now();
-  MergedSet<T> set(options.input.numRows, options.input.rowSize);
+  Hc local;  // without a workspace the memory is per call
+  Hc& ws = options.workspace != nullptr ? options.workspace->hc() : local;
+  MergedSet<T> set(options.input.numRows, options.input.rowSize, &ws);
   ZEN_RETURN_IF_ERROR(set.start(options.input, coalesceScratch(options)));
   phases.emplace_back("coalesce", secondsSince(start));
 
-  ByteVector out;
-  ByteVector in;
+  ByteVector& out = ws.out;
+  ByteVector& in = ws.in;
   // One exchange step; the phase name records the form this rank sent ("recv": it only
   // received, "idle": an extra rank waiting out a doubling step).
   auto step = [&](const std::string& name, int to, int from, bool replace) -> Status {
@@ -269,7 +303,8 @@ Status runHc(const SparseAllreduceOptions& options, SparseAllreduceResult* resul
       set.encode(&out);
       form = set.dense() ? "dense" : "sparse";
     }
-    ZEN_RETURN_IF_ERROR(exchange(t, to, out, from, &in));
+    if (to >= 0 || from >= 0)
+      ZEN_RETURN_IF_ERROR(t.sendRecv(to, out.data(), out.size(), from, &in, kHcTag));
     if (from >= 0) ZEN_RETURN_IF_ERROR(set.merge(in, from, replace));
     phases.emplace_back(fmt::format("{} {}", name, form), secondsSince(start));
     return Status::ok();
@@ -290,7 +325,13 @@ Status runHc(const SparseAllreduceOptions& options, SparseAllreduceResult* resul
   }
 
   start = Clock::now();
-  result->sparse = emptyLike(options.input);
+  // emptyLike's shape, keeping the buffers' capacity as the dispatcher does.
+  SparseTensor& sparse = result->sparse;
+  sparse.numRows = options.input.numRows;
+  sparse.rowSize = options.input.rowSize;
+  sparse.dtype = options.input.dtype;
+  sparse.indices.clear();
+  sparse.values.clear();
   set.output(options.op == ReduceOp::kAverage ? n : 1, options.denseOutput, result);
   result->stats.outputNnz = set.rows();
   phases.emplace_back("output", secondsSince(start));

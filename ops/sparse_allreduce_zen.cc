@@ -67,17 +67,13 @@ struct SparseAllreduceWorkspace::Zen {
   std::vector<KeyValue> sortScratch;
 };
 
-SparseAllreduceWorkspace::SparseAllreduceWorkspace() = default;
-SparseAllreduceWorkspace::~SparseAllreduceWorkspace() = default;
-
 SparseAllreduceWorkspace::Zen& SparseAllreduceWorkspace::zen() {
-  if (zen_ == nullptr) zen_ = std::make_unique<Zen>();
+  if (zen_ == nullptr) zen_.reset(new Zen());
   return *zen_;
 }
 
-CoalesceScratch& SparseAllreduceWorkspace::coalesce() {
-  if (coalesce_ == nullptr) coalesce_ = std::make_unique<CoalesceScratch>();
-  return *coalesce_;
+void SparseAllreduceWorkspace::Release::operator()(Zen* zen) const {
+  delete zen;
 }
 
 namespace {

@@ -62,6 +62,21 @@ Status Transport::recv(int peer, void* data, size_t bytes, uint32_t tag) {
   return guarded([&] { return doRecv(peer, data, bytes, tag); });
 }
 
+Status Transport::sendRecv(
+    int to, const void* data, size_t bytes, int from, ByteVector* received, uint32_t tag) {
+  ZEN_CHECK_ARG(to == -1 || (to >= 0 && to < size_ && to != rank_),
+                "sendRecv: destination {} is not another rank of {} nor -1 (this is rank {})", to,
+                size_, rank_);
+  ZEN_CHECK_ARG(from == -1 || (from >= 0 && from < size_ && from != rank_),
+                "sendRecv: source {} is not another rank of {} nor -1 (this is rank {})", from,
+                size_, rank_);
+  ZEN_CHECK_ARG(tag <= kMaxUserTag, "sendRecv: tag {} above the user maximum {}", tag, kMaxUserTag);
+  ZEN_CHECK_ARG(to == -1 || data != nullptr || bytes == 0, "sendRecv: null buffer of {} bytes",
+                bytes);
+  ZEN_CHECK_ARG(from == -1 || received != nullptr, "sendRecv: null output");
+  return guarded([&] { return doSendRecv(to, data, bytes, from, received, tag); });
+}
+
 Status Transport::alltoallv(const std::vector<ConstBytes>& sends,
                             std::vector<ByteVector>* received) {
   ZEN_CHECK_ARG(received != nullptr, "alltoallv: null output");

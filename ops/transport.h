@@ -80,6 +80,12 @@ class Transport {
   // different size from the peer is a kIoError. Zero bytes is a valid message.
   Status send(int peer, const void* data, size_t bytes, uint32_t tag = 0);
   Status recv(int peer, void* data, size_t bytes, uint32_t tag = 0);
+  // Sends `bytes` to rank `to` while receiving rank `from`'s message, of whatever size it
+  // sent, into *received: both directions overlap (MPI_Sendrecv's role) and only these ranks
+  // take part. -1 skips a direction; `to` and `from` may be the same peer. The peer's side
+  // is its own sendRecv with the same tag (the MPI backend sends the size first).
+  Status sendRecv(
+      int to, const void* data, size_t bytes, int from, ByteVector* received, uint32_t tag = 0);
 
   // sends[p] goes to rank p (sends.size() == size()); (*received)[p] becomes what rank p sent
   // here, (*received)[rank()] a copy of sends[rank()]. Every pair exchanges a message, empty
@@ -113,6 +119,8 @@ class Transport {
 
   virtual Status doSend(int peer, const void* data, size_t bytes, uint32_t tag) = 0;
   virtual Status doRecv(int peer, void* data, size_t bytes, uint32_t tag) = 0;
+  virtual Status doSendRecv(
+      int to, const void* data, size_t bytes, int from, ByteVector* received, uint32_t tag) = 0;
   virtual Status doAlltoallv(const std::vector<ConstBytes>& sends,
                              std::vector<ByteVector>* received) = 0;
   virtual Status doAllgatherv(const void* data,

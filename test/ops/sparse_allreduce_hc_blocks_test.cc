@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/hc_wire.h"
 #include "ops/sparse_allreduce.h"
 #include "test/common/sparse_inputs.h"
 #include "test/ops/transport_harness.h"
@@ -385,6 +386,9 @@ TEST_P(CorruptPayloadTest, IsRejected) {
         const Status status = runSchemeOnly(options, &result);
         EXPECT_EQ(status.code(), StatusCode::kIoError) << status.toString();
         EXPECT_NE(status.message().find("corrupt"), std::string::npos) << status.toString();
+      } else if (scheme() == Scheme::kHc) {  // hc's step: one sendRecv with its partner
+        ByteVector received;
+        ASSERT_TRUE(t.sendRecv(0, message.data(), message.size(), 0, &received, kHcTag).isOk());
       } else {
         std::vector<ConstBytes> sends(2);
         sends[0] = ConstBytes{message.data(), message.size()};

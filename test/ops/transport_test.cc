@@ -421,6 +421,64 @@ TEST_P(TransportTest, MessagesLargerThanOneChunk) {
       options);
 }
 
+// sendRecv around the ring (right and left are one peer at n = 2) with sizes from empty to
+// several MPI chunks (lowered to 1000 B), then one-way (a direction of -1) from rank 0 to 1;
+// contents checked in closed form and the counters against the sizes.
+TEST_P(TransportTest, SendRecvRingAndOneWay) {
+  RankOptions options;
+  options.mpiMaxChunkBytes = 1000;
+  run(
+      [&](Transport& t) {
+        const int n = t.size();
+        const int me = t.rank();
+        if (n < 2) return;
+        const int right = (me + 1) % n;
+        const int left = (me - 1 + n) % n;
+        auto size = [n](int from, int to) { return pairBytes(from, to, n) % 70000 + from * 1000; };
+        t.resetCounters();
+        std::vector<uint64_t> sent(n, 0), received(n, 0);
+        const ByteVector out = pattern(me, right, size(me, right));
+        ByteVector in(5, 0xee);  // replaced by the message, whatever its size
+        ASSERT_TRUE(t.sendRecv(right, out.data(), out.size(), left, &in, 9).isOk());
+        EXPECT_EQ(in, pattern(left, me, size(left, me)));
+        sent[right] += out.size();
+        received[left] += in.size();
+        if (me < 2) {
+          const ByteVector one = pattern(0, 1, 2501);
+          ByteVector got;
+          if (me == 0) {
+            ASSERT_TRUE(t.sendRecv(1, one.data(), one.size(), -1, nullptr, 10).isOk());
+            sent[1] += one.size();
+          } else {
+            ASSERT_TRUE(t.sendRecv(-1, nullptr, 0, 0, &got, 10).isOk());
+            EXPECT_EQ(got, one);
+            received[0] += got.size();
+          }
+        }
+        const TransportCounters c = t.counters();
+        EXPECT_EQ(c.bytesSent, sent);
+        EXPECT_EQ(c.bytesReceived, received);
+        EXPECT_TRUE(t.barrier().isOk());
+      },
+      options);
+}
+
+TEST_P(TransportTest, SendRecvBadArgumentsAreRejectedWithoutBreakingTheTransport) {
+  run([&](Transport& t) {
+    char byte = 0;
+    ByteVector in;
+    const int other = (t.rank() + 1) % t.size();
+    EXPECT_EQ(t.sendRecv(t.rank(), &byte, 1, -1, &in).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.sendRecv(-1, &byte, 1, t.size(), &in).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.sendRecv(-2, &byte, 1, -1, &in).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.sendRecv(other, nullptr, 1, -1, &in).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.sendRecv(-1, nullptr, 0, other, nullptr).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.sendRecv(-1, nullptr, 0, -1, &in, Transport::kMaxUserTag + 1).code(),
+              StatusCode::kInvalidArgument);
+    EXPECT_TRUE(t.barrier().isOk());
+  });
+}
+
 // Rank 1 never sends: rank 0's receive must end in kTimeout naming rank 1, well within the
 // bound, and the transport stays failed afterwards.
 TEST_P(TransportTest, PeerThatNeverSendsTimesOut) {
