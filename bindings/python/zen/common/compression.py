@@ -73,6 +73,33 @@ def check_topk_args(ratio, min_size, momentum):
         raise ValueError("Compression.topk: momentum must be in [0, 1); got %r" % (momentum,))
 
 
+class TopKCompressorBase(Compressor):
+    """A top-k compressor's arguments and per-key state (zen.torch.topk and
+    zen.tensorflow.topk: the residual and momentum dicts hold the framework's tensors, keyed
+    by parameter or by allreduce name); the subclass compresses."""
+
+    def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True):
+        check_topk_args(ratio, min_size, momentum)
+        self.ratio = float(ratio)
+        self.min_size = min_size
+        self.momentum = float(momentum)
+        self.momentum_masking = bool(momentum_masking)
+        self._residuals = {}
+        self._momenta = {}
+
+    def __repr__(self):
+        return ("Compression.topk(ratio=%g, min_size=%d, momentum=%g, momentum_masking=%s)"
+                % (self.ratio, self.min_size, self.momentum, self.momentum_masking))
+
+    def residual(self, key):
+        """What key's gradients have not sent yet (flattened), or None before its first."""
+        return self._residuals.get(key)
+
+    def momentum_buffer(self, key):
+        """key's momentum u (flattened), or None (momentum 0, or before the first step)."""
+        return self._momenta.get(key)
+
+
 def check_topk_called(compression, topk_class):
     """ValueError for compression=Compression.topk itself (topk_class, not an instance)."""
     if isinstance(compression, type) and issubclass(compression, topk_class):

@@ -13,35 +13,18 @@ on first use (so inside a traced train step too); they are not the optimizer's v
 
 import tensorflow as tf
 
-from zen.common.compression import Compressor, check_topk_args, topk_count
+from zen.common.compression import TopKCompressorBase, topk_count
 
 __all__ = ["TopKCompressor"]
 
 
-class TopKCompressor(Compressor):
+class TopKCompressor(TopKCompressorBase):
     """Compression.topk(ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True) for
     DistributedGradientTape and DistributedOptimizer: each dense gradient of at least
     min_size elements sends its top ratio of elements through Zen's sparse allreduce, with
     error feedback; tf.IndexedSlices gradients take Zen's sparse path unchanged. momentum > 0
     is DGC's momentum correction: the wrapped optimizer must then have no momentum of its own.
     hvd.allreduce(t, compression=topk) raises ValueError: it has no key for the residual."""
-
-    def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True):
-        check_topk_args(ratio, min_size, momentum)
-        self.ratio = float(ratio)
-        self.min_size = min_size
-        self.momentum = float(momentum)
-        self.momentum_masking = bool(momentum_masking)
-        self._residuals = {}
-        self._momenta = {}
-
-    def __repr__(self):
-        return ("Compression.topk(ratio=%g, min_size=%d, momentum=%g, momentum_masking=%s)"
-                % (self.ratio, self.min_size, self.momentum, self.momentum_masking))
-
-    def residual(self, key):
-        """The tf.Variable of what key's gradients have not sent yet (flattened), or None."""
-        return self._residuals.get(key)
 
     def compresses(self, tensor):
         """Whether tensor travels sparse (floating point, at least min_size elements)."""

@@ -25,12 +25,12 @@ gradient). The residual and momentum live in the gradient's dtype and device.
 
 import torch
 
-from zen.common.compression import Compressor, check_topk_args, topk_count
+from zen.common.compression import TopKCompressorBase, topk_count
 
 __all__ = ["TopKCompressor"]
 
 
-class TopKCompressor(Compressor):
+class TopKCompressor(TopKCompressorBase):
     """Compression.topk(ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True).
 
     With DistributedOptimizer (compression=hvd.Compression.topk(0.01)) each dense gradient of
@@ -46,27 +46,6 @@ class TopKCompressor(Compressor):
     sparse_allreduce(..., dense=True)) or, below min_size, a dense one (allreduce); then
     decompress(result, ctx). hvd.allreduce(t, compression=topk) raises: it has no key.
     """
-
-    def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True):
-        check_topk_args(ratio, min_size, momentum)
-        self.ratio = float(ratio)
-        self.min_size = min_size
-        self.momentum = float(momentum)
-        self.momentum_masking = bool(momentum_masking)
-        self._residuals = {}
-        self._momenta = {}
-
-    def __repr__(self):
-        return ("Compression.topk(ratio=%g, min_size=%d, momentum=%g, momentum_masking=%s)"
-                % (self.ratio, self.min_size, self.momentum, self.momentum_masking))
-
-    def residual(self, key):
-        """What key's gradients have not sent yet (flattened), or None before its first."""
-        return self._residuals.get(key)
-
-    def momentum_buffer(self, key):
-        """key's momentum u (flattened), or None (momentum 0, or before the first step)."""
-        return self._momenta.get(key)
 
     def compresses(self, tensor):
         """Whether tensor travels sparse (floating point, dense, at least min_size elements)."""
