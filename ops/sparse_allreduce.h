@@ -23,7 +23,8 @@ using ::zen::reduceOpName;
 struct CoalesceScratch;  // ops/sparse_rows.h
 
 // Memory the schemes keep between calls (zen: Algorithm 1's tables, the server's aggregator,
-// the payload buffers), so that a training loop does not reallocate every step. Optional;
+// the payload buffers; hc: the merged set and the messages; every scheme: coalescing), so
+// that a training loop does not reallocate every step. Optional;
 // use one per calling thread (it is not locked). It adapts when the shape, the world or the
 // settings change.
 class SparseAllreduceWorkspace {
