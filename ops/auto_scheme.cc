@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <functional>
-#include <string_view>
 #include <utility>
 
 #include "ops/sparse_allreduce.h"
@@ -15,15 +13,6 @@ namespace {
 std::vector<Scheme> orZen(std::vector<Scheme> candidates) {
   if (candidates.empty()) candidates.push_back(Scheme::kZen);
   return candidates;
-}
-
-// A hash of what key() formats (boost::hash_combine's mixing).
-uint64_t signatureHash(const Response& r) {
-  uint64_t h = std::hash<int64_t>{}(r.totalRows);
-  auto mix = [&h](uint64_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); };
-  mix(static_cast<uint64_t>(r.dtype));
-  for (const std::string& name : r.tensorNames) mix(std::hash<std::string_view>{}(name));
-  return h;
 }
 
 }  // namespace
@@ -40,24 +29,6 @@ std::string AutoScheme::key(const Response& response) {
     k += '\0';  // names may hold any other character
   }
   return k;
-}
-
-const std::string& AutoScheme::keyOf(const Response& response) {
-  const uint64_t hash = signatureHash(response);
-  const auto [begin, end] = keys_.equal_range(hash);
-  for (auto it = begin; it != end; ++it) {
-    const KnownKey& known = it->second;
-    if (known.totalRows == response.totalRows && known.dtype == response.dtype &&
-        known.names == response.tensorNames) {
-      return known.key;
-    }
-  }
-  if (keys_.size() >= maxKeys_) {
-    freshKey_ = key(response);
-    return freshKey_;
-  }
-  KnownKey known{response.totalRows, response.dtype, response.tensorNames, key(response)};
-  return keys_.emplace(hash, std::move(known))->second.key;
 }
 
 Scheme AutoScheme::next(const std::string& key) const {

@@ -41,10 +41,6 @@ class AutoScheme {
 
   // The bucket's signature.
   static std::string key(const Response& response);
-  // key(response), formatted only the first time a signature is seen: later calls hash and
-  // compare the response's names, allocating nothing (the executor asks on every sparse
-  // bucket, and a training loop repeats the same few). Valid until the next call.
-  const std::string& keyOf(const Response& response);
 
   // The scheme for this bucket's next call.
   Scheme next(const std::string& key) const;
@@ -69,24 +65,12 @@ class AutoScheme {
     std::optional<Scheme> chosen;
   };
 
-  // A signature seen before, with its formatted key.
-  struct KnownKey {
-    int64_t totalRows = 0;
-    DataType dtype = DataType::kFloat32;
-    std::vector<std::string> names;
-    std::string key;
-  };
-
   bool profiles() const { return profileCalls_ > 0 && candidates_.size() > 1; }
 
   const std::vector<Scheme> candidates_;
   const int profileCalls_;
   const size_t maxKeys_;
   std::unordered_map<std::string, Profile> profiles_;
-  // keyOf's memo by a hash of the signature (up to maxKeys_ entries); beyond it, fresh keys
-  // are formatted into freshKey_.
-  std::unordered_multimap<uint64_t, KnownKey> keys_;
-  std::string freshKey_;
 };
 
 }  // namespace zen::ops

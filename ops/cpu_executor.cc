@@ -227,8 +227,8 @@ Status CpuExecutor::sparse(const Response& r,
   o.input = sparseBucket_.fuse(r, entries, &badIndex);
   o.op = r.reduceOp;
   const bool autoScheme = options_.scheme == Scheme::kAuto;
-  const std::string* autoKey = autoScheme ? &autoScheme_.keyOf(r) : nullptr;
-  o.scheme = autoScheme ? autoScheme_.next(*autoKey) : options_.scheme;
+  const std::string autoKey = autoScheme ? AutoScheme::key(r) : std::string();
+  o.scheme = autoScheme ? autoScheme_.next(autoKey) : options_.scheme;
   o.seed = options_.seed;
   o.hashFunctions = options_.hashFunctions;
   o.memoryFactor = options_.memoryFactor;
@@ -256,7 +256,7 @@ Status CpuExecutor::sparse(const Response& r,
     if (badIndex.empty()) return status;
     return Status(status.code(), fmt::format("{} (here: {})", status.message(), badIndex));
   }
-  if (autoScheme) ZEN_RETURN_IF_ERROR(autoScheme_.record(*autoKey, stats, *transport_));
+  if (autoScheme) ZEN_RETURN_IF_ERROR(autoScheme_.record(autoKey, stats, *transport_));
 
   start = Clock::now();
   SparseBucket::split(r, entries, sparseResult_.sparse);

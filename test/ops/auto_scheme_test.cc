@@ -34,20 +34,6 @@ TEST(AutoScheme, KeyNamesTheBucket) {
   EXPECT_NE(AutoScheme::key(bucket({"a"}, 10)), AutoScheme::key(bucket({"a"}, 11)));
 }
 
-// keyOf is key, memoized: equal strings for the same signature, whether new or seen before,
-// including past the memo's bound (3 here).
-TEST(AutoScheme, KeyOfIsTheKey) {
-  AutoScheme as({kZen, kHc}, 1, 3);
-  Response f64 = bucket({"a", "b"}, 10);
-  f64.dtype = DataType::kFloat64;
-  const std::vector<Response> buckets = {bucket({"a", "b"}, 10), bucket({"ab"}, 10),
-                                         bucket({"a"}, 10),      bucket({"a"}, 11),
-                                         bucket({"a", "b"}, 11), f64};
-  for (int round = 0; round < 3; ++round) {
-    for (const Response& r : buckets) EXPECT_EQ(as.keyOf(r), AutoScheme::key(r)) << round;
-  }
-}
-
 // Seconds of one profiling call on a rank: (rank, candidate index).
 using Timing = std::function<double(int rank, size_t candidate)>;
 
