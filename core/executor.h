@@ -75,6 +75,15 @@ class Executor {
   // executor cannot run and prepares those it can (cuda/: records the ready event on the
   // framework's stream). The default takes host tensors only.
   virtual Status accept(TensorEntry& entry);
+
+  // Process set `id` (core/message.h) now exists with these members (job ranks, ascending):
+  // called on the background thread of its members only, in plan order, so every member
+  // registers its sets in the same order (a backend may need that: MPI_Comm_create_group).
+  // Later responses with processSet == id run over the set's ranks, numbered within it. An
+  // error means this rank cannot take part in the set's collectives. The default refuses.
+  virtual Status addProcessSet(int32_t id, const std::vector<int32_t>& members);
+  // Set `id` is gone (its members, in plan order); no response of it follows.
+  virtual void removeProcessSet(int32_t id) { (void)id; }
 };
 
 // The device an entry's tensors live on (sparse input, else dense input, else output).
@@ -89,6 +98,12 @@ inline Status Executor::accept(TensorEntry& entry) {
                    "tensor '{}' is on {}, but this zen runtime takes host tensors only (zen was "
                    "built without CUDA: configure with ZEN_WITH_CUDA=ON on a machine with nvcc)",
                    entry.request.name, device.toString());
+}
+
+inline Status Executor::addProcessSet(int32_t id, const std::vector<int32_t>& members) {
+  (void)members;
+  return ZEN_ERROR(StatusCode::kUnimplemented,
+                   "process set {}: this executor runs collectives over the whole job only", id);
 }
 
 }  // namespace zen

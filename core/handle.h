@@ -38,6 +38,7 @@ struct OpResult {
   size_t gatheredDeviceBytes = 0;
   Device gatheredDevice;        // host (the default) unless gatheredOnDevice was set
   int32_t lastJoinedRank = -1;  // join: the rank whose join completed the set
+  int32_t processSet = -1;      // add_process_set: the new set's id
 };
 
 // Runs on the background thread when the operation ends, before waiters wake up; the result

@@ -24,6 +24,10 @@ const char* opTypeName(OpType op) {
       return "alltoall";
     case OpType::kReducescatter:
       return "reducescatter";
+    case OpType::kAddProcessSet:
+      return "add_process_set";
+    case OpType::kRemoveProcessSet:
+      return "remove_process_set";
   }
   return "unknown";
 }
@@ -66,6 +70,10 @@ const char* responseTypeName(ResponseType type) {
       return "alltoall";
     case ResponseType::kReducescatter:
       return "reducescatter";
+    case ResponseType::kAddProcessSet:
+      return "add_process_set";
+    case ResponseType::kRemoveProcessSet:
+      return "remove_process_set";
   }
   return "unknown";
 }
@@ -88,6 +96,10 @@ ResponseType responseTypeFor(OpType op) {
       return ResponseType::kAlltoall;
     case OpType::kReducescatter:
       return ResponseType::kReducescatter;
+    case OpType::kAddProcessSet:
+      return ResponseType::kAddProcessSet;
+    case OpType::kRemoveProcessSet:
+      return ResponseType::kRemoveProcessSet;
   }
   return ResponseType::kError;
 }
@@ -95,7 +107,8 @@ ResponseType responseTypeFor(OpType op) {
 bool Request::operator==(const Request& o) const {
   return rank == o.rank && name == o.name && op == o.op && dtype == o.dtype && shape == o.shape &&
          device == o.device && reduceOp == o.reduceOp && rootRank == o.rootRank &&
-         rowSize == o.rowSize && splits == o.splits;
+         rowSize == o.rowSize && splits == o.splits && processSet == o.processSet &&
+         members == o.members;
 }
 
 bool RequestList::operator==(const RequestList& o) const {
@@ -107,7 +120,8 @@ bool Response::operator==(const Response& o) const {
          dtype == o.dtype && devices == o.devices && reduceOp == o.reduceOp &&
          rootRank == o.rootRank && rowSize == o.rowSize && shapes == o.shapes &&
          gatherRows == o.gatherRows && splits == o.splits && rowOffsets == o.rowOffsets &&
-         totalRows == o.totalRows && lastJoinedRank == o.lastJoinedRank;
+         totalRows == o.totalRows && lastJoinedRank == o.lastJoinedRank &&
+         processSet == o.processSet && members == o.members;
 }
 
 bool ResponseList::operator==(const ResponseList& o) const {

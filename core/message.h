@@ -23,8 +23,10 @@ enum class OpType : uint8_t {
   kBarrier,
   kAlltoall,       // rows of dim 0 to each rank (Request::splits), the received ones back
   kReducescatter,  // reduced over the ranks, rank i keeps the i-th piece of dim 0
+  kAddProcessSet,     // every rank of the job registers Request::members as a new process set
+  kRemoveProcessSet,  // every rank of the job removes Request::processSet
 };
-inline constexpr int kNumOpTypes = 8;
+inline constexpr int kNumOpTypes = 10;
 const char* opTypeName(OpType op);
 
 // How a dense allreduce combines the ranks' elements (Horovod's Sum, Average, Min, Max,
@@ -38,6 +40,15 @@ const char* reduceOpName(ReduceOp op);
 // The name every join request carries, as Horovod's "join.noname": a rank joins once at a time,
 // so the name identifies its callback.
 inline constexpr const char* kJoinTensorName = "join.noname";
+
+// Process sets (Horovod's): a collective may run over a subset of the job's ranks, a process
+// set registered by every rank with kAddProcessSet (in the same order everywhere) and known by
+// the id rank 0 assigned it. Set 0 is the whole job. In a request or response of a set, every
+// rank number (Request::rank, rootRank, splits, devices, gatherRows, lastJoinedRank) is the
+// rank *within the set*: position in its ascending member list, as Horovod's
+// process_set.rank(). The same name may be in flight in different sets at once (it pairs up
+// within a set only), but only once per rank.
+inline constexpr int32_t kGlobalProcessSet = 0;
 
 // One tensor a rank has posted. What every rank must agree on, and nothing that changes from
 // step to step: a sparse tensor's nnz travels in the data plane, so the response cache keeps
@@ -57,6 +68,8 @@ struct Request {
   // by rank 0 against the job's size (controller/validation.h), so a bad split fails on every
   // rank.
   std::vector<int64_t> splits;
+  int32_t processSet = kGlobalProcessSet;  // the set this collective runs over
+  std::vector<int32_t> members;  // kAddProcessSet: the set's ranks in the job, ascending
 
   bool operator==(const Request& o) const;
   bool operator!=(const Request& o) const { return !(*this == o); }
@@ -79,8 +92,10 @@ enum class ResponseType : uint8_t {
   kError,  // every named tensor fails on every rank with errorMessage
   kAlltoall,
   kReducescatter,
+  kAddProcessSet,     // every rank registers set processSet = members
+  kRemoveProcessSet,  // every rank forgets set processSet
 };
-inline constexpr int kNumResponseTypes = 9;
+inline constexpr int kNumResponseTypes = 11;
 const char* responseTypeName(ResponseType type);
 ResponseType responseTypeFor(OpType op);
 
@@ -114,6 +129,11 @@ struct Response {
   int64_t totalRows = 0;
 
   int32_t lastJoinedRank = -1;  // kJoin: what join() returns
+
+  // The set it runs over; only the set's members execute it (the others skip it), and rank
+  // numbers above are within the set. kAddProcessSet: the new set's id (assigned by rank 0).
+  int32_t processSet = kGlobalProcessSet;
+  std::vector<int32_t> members;  // kAddProcessSet: the new set's ranks in the job, ascending
 
   bool operator==(const Response& o) const;
   bool operator!=(const Response& o) const { return !(*this == o); }

@@ -19,9 +19,9 @@ constexpr size_t kMinShapeBytes = 4;
 constexpr size_t kMinDeviceBytes = 5;
 constexpr size_t kMinStringBytes = 4;
 constexpr size_t kMinRequestBytes =
-    4 + kMinStringBytes + 1 + 1 + kMinShapeBytes + kMinDeviceBytes + 1 + 4 + 8 + 4;
+    4 + kMinStringBytes + 1 + 1 + kMinShapeBytes + kMinDeviceBytes + 1 + 4 + 8 + 4 + 4 + 4;
 constexpr size_t kMinResponseBytes =
-    1 + 4 + kMinStringBytes + 1 + 4 + 1 + 4 + 8 + 4 + 4 + 4 + 4 + 8 + 4;
+    1 + 4 + kMinStringBytes + 1 + 4 + 1 + 4 + 8 + 4 + 4 + 4 + 4 + 8 + 4 + 4 + 4;
 
 void writeHeader(WireWriter& w, Kind kind) {
   w.u8('Z');
@@ -109,6 +109,19 @@ Status readInt64s(WireReader& r, const char* what, std::vector<int64_t>* out) {
   return Status::ok();
 }
 
+void writeInt32s(WireWriter& w, const std::vector<int32_t>& values) {
+  w.u32(static_cast<uint32_t>(values.size()));
+  for (int32_t v : values) w.i32(v);
+}
+
+Status readInt32s(WireReader& r, const char* what, std::vector<int32_t>* out) {
+  uint32_t n = 0;
+  ZEN_RETURN_IF_ERROR(r.count(&n, 4, what));
+  out->resize(n);
+  for (auto& v : *out) ZEN_RETURN_IF_ERROR(r.i32(&v));
+  return Status::ok();
+}
+
 void writeRequest(WireWriter& w, const Request& q) {
   w.i32(q.rank);
   w.str(q.name);
@@ -121,6 +134,8 @@ void writeRequest(WireWriter& w, const Request& q) {
   w.i64(q.rowSize);
   w.u32(static_cast<uint32_t>(q.splits.size()));
   for (int64_t v : q.splits) w.i64(v);
+  w.i32(q.processSet);
+  writeInt32s(w, q.members);
 }
 
 Status readRequest(WireReader& r, Request* q) {
@@ -134,6 +149,8 @@ Status readRequest(WireReader& r, Request* q) {
   ZEN_RETURN_IF_ERROR(r.i32(&q->rootRank));
   ZEN_RETURN_IF_ERROR(r.i64(&q->rowSize));
   ZEN_RETURN_IF_ERROR(readInt64s(r, "alltoall splits", &q->splits));
+  ZEN_RETURN_IF_ERROR(r.i32(&q->processSet));
+  ZEN_RETURN_IF_ERROR(readInt32s(r, "process set members", &q->members));
   return Status::ok();
 }
 
@@ -158,6 +175,8 @@ void writeResponse(WireWriter& w, const Response& p) {
   for (int64_t v : p.rowOffsets) w.i64(v);
   w.i64(p.totalRows);
   w.i32(p.lastJoinedRank);
+  w.i32(p.processSet);
+  writeInt32s(w, p.members);
 }
 
 Status readResponse(WireReader& r, Response* p) {
@@ -180,6 +199,8 @@ Status readResponse(WireReader& r, Response* p) {
   ZEN_RETURN_IF_ERROR(readInt64s(r, "row offsets", &p->rowOffsets));
   ZEN_RETURN_IF_ERROR(r.i64(&p->totalRows));
   ZEN_RETURN_IF_ERROR(r.i32(&p->lastJoinedRank));
+  ZEN_RETURN_IF_ERROR(r.i32(&p->processSet));
+  ZEN_RETURN_IF_ERROR(readInt32s(r, "process set members", &p->members));
 
   // Per-tensor arrays must line up with the names, or an executor would index past them.
   const size_t names = p->tensorNames.size();

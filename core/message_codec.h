@@ -15,8 +15,8 @@
 
 namespace zen {
 
-// 2: alltoall's splits in Request and Response.
-inline constexpr uint8_t kWireVersion = 2;
+// 2: alltoall's splits in Request and Response. 3: process sets (processSet, members).
+inline constexpr uint8_t kWireVersion = 3;
 
 std::vector<uint8_t> encodeRequestList(const RequestList& list);
 std::vector<uint8_t> encodeResponseList(const ResponseList& list);

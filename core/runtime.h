@@ -95,6 +95,22 @@ struct TensorOp {
   // reductions and gathers.
   static TensorOp join();
   static TensorOp barrier();
+  // Horovod's add_process_set: every rank of the job enqueues it, in the same order, with the
+  // same ranks (any order; duplicates or ranks outside the job fail it on every rank). It
+  // completes once every rank has registered the set; OpResult::processSet is its id. Named
+  // by enqueue ("process_set.add.<k>", the k-th on this rank).
+  static TensorOp addProcessSet(std::vector<int32_t> ranks);
+  // Every rank of the job enqueues it; tensors of the set still pending then fail everywhere.
+  // The global set cannot be removed.
+  static TensorOp removeProcessSet(int32_t id);
+
+  // Runs this collective over process set `id` (core/message.h "Process sets"); rank numbers
+  // it names (broadcast's root, alltoall's splits) are then within the set. Only members
+  // enqueue it.
+  TensorOp& inProcessSet(int32_t id) {
+    request.processSet = id;
+    return *this;
+  }
 
   TensorOp& withCallback(Callback cb) {
     callback = std::move(cb);
@@ -126,6 +142,9 @@ class Runtime {
 
   int rank() const { return options_.rank; }
   int size() const { return options_.size; }
+  // Process set `id`'s ranks in the job, ascending, once this rank has registered it; empty
+  // for an unknown or removed id. Thread-safe.
+  std::vector<int32_t> processSetRanks(int32_t id) const;
 
   // Never waits on communication. An error means nothing was enqueued: a malformed request,
   // a name already in flight here, a post after join, or a runtime that has stopped (the
