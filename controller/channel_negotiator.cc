@@ -45,8 +45,8 @@ ChannelNegotiator::ChannelNegotiator(NegotiatorOptions options, std::shared_ptr<
   }
 }
 
-Status ChannelNegotiator::check(const Request& request) const {
-  return checkRequest(request, options_.size);
+Status ChannelNegotiator::check(const Request& request, int size) const {
+  return checkRequest(request, size);
 }
 
 Status ChannelNegotiator::post(const Request& request, TimePoint now) {

@@ -42,7 +42,7 @@ class ChannelNegotiator final : public Negotiator {
  public:
   ChannelNegotiator(NegotiatorOptions options, std::shared_ptr<spdlog::logger> log);
 
-  Status check(const Request& request) const override;
+  Status check(const Request& request, int size) const override;
   Status post(const Request& request, TimePoint now) override;
   Result<CycleResult> runCycle(ControlChannel& channel,
                                bool shutdownRequested,

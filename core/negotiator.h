@@ -38,7 +38,8 @@ class Negotiator {
 
   // Checks one request on its own (shape against op, root in range, ...). Stateless and
   // thread-safe: called by enqueue on the framework's thread, so a bad call fails at once.
-  virtual Status check(const Request& request) const = 0;
+  // size: the ranks of the request's process set (its rank numbers are within the set).
+  virtual Status check(const Request& request, int size) const = 0;
   // Hands a request to the protocol; background thread.
   virtual Status post(const Request& request, TimePoint now) = 0;
   // One negotiation cycle over the channel (collective): every rank gets the same plan.

@@ -188,7 +188,7 @@ Result<std::unique_ptr<TensorEntry>> Runtime::makeEntry(TensorOp op) const {
       break;
   }
   ZEN_RETURN_IF_ERROR(checkDevices(q.name, op));
-  ZEN_RETURN_IF_ERROR(negotiator_->check(q));
+  ZEN_RETURN_IF_ERROR(negotiator_->check(q, options_.size));
   auto entry = std::make_unique<TensorEntry>();
   entry->request = std::move(op.request);
   entry->sparseInput = op.sparseInput;
