@@ -21,13 +21,18 @@ enum class OpType : uint8_t {
   kBroadcast,
   kJoin,  // "this rank has no more data"; see kJoinTensorName
   kBarrier,
-  kAlltoall,       // rows of dim 0 to each rank (Request::splits), the received ones back
-  kReducescatter,  // reduced over the ranks, rank i keeps the i-th piece of dim 0
+  kAlltoall,          // rows of dim 0 to each rank (Request::splits), the received ones back
+  kReducescatter,     // reduced over the ranks, rank i keeps the i-th piece of dim 0
   kAddProcessSet,     // every rank of the job registers Request::members as a new process set
   kRemoveProcessSet,  // every rank of the job removes Request::processSet
 };
 inline constexpr int kNumOpTypes = 10;
 const char* opTypeName(OpType op);
+// Whether the op moves tensor data (not a join, barrier or process-set registration).
+inline bool carriesTensors(OpType op) {
+  return op != OpType::kJoin && op != OpType::kBarrier && op != OpType::kAddProcessSet &&
+         op != OpType::kRemoveProcessSet;
+}
 
 // How a dense allreduce combines the ranks' elements (Horovod's Sum, Average, Min, Max,
 // Product, Adasum). Sparse allreduce takes kSum and kAverage only; kAdasum is for dense
@@ -69,7 +74,7 @@ struct Request {
   // rank.
   std::vector<int64_t> splits;
   int32_t processSet = kGlobalProcessSet;  // the set this collective runs over
-  std::vector<int32_t> members;  // kAddProcessSet: the set's ranks in the job, ascending
+  std::vector<int32_t> members;            // kAddProcessSet: the set's ranks in the job, ascending
 
   bool operator==(const Request& o) const;
   bool operator!=(const Request& o) const { return !(*this == o); }

@@ -2,6 +2,8 @@
 // (core/runtime.h). The background loop is in runtime_loop.cc.
 #include "core/runtime.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <utility>
@@ -50,7 +52,8 @@ Runtime::Runtime(RuntimeOptions options,
       negotiator_(std::move(negotiator)),
       executor_(std::move(executor)),
       finalizer_(std::move(finalizer)),
-      queue_(options_.rank) {}
+      queue_(options_.rank),
+      processSets_(options_.rank, options_.size) {}
 
 Result<std::unique_ptr<Runtime>> Runtime::create(RuntimeOptions options,
                                                  std::unique_ptr<ControlChannel> channel,
@@ -109,6 +112,15 @@ Result<Handle> Runtime::enqueue(TensorOp op) {
 }
 
 Result<std::vector<Handle>> Runtime::enqueueGroup(std::vector<TensorOp> ops) {
+  // The k-th add_process_set of every rank pairs up by its name, so adds are numbered in the
+  // order they reach the queue; one that fails does not take a number.
+  std::unique_lock<std::mutex> adding(addMu_, std::defer_lock);
+  int64_t adds = 0;
+  for (TensorOp& op : ops) {
+    if (op.request.op != OpType::kAddProcessSet) continue;
+    if (!adding.owns_lock()) adding.lock();
+    op.request.name = fmt::format("process_set.add.{}", adds_ + adds++);
+  }
   std::vector<std::unique_ptr<TensorEntry>> entries;
   std::vector<Handle> handles;
   for (TensorOp& op : ops) {
@@ -117,7 +129,12 @@ Result<std::vector<Handle>> Runtime::enqueueGroup(std::vector<TensorOp> ops) {
     entries.push_back(std::move(entry));
   }
   ZEN_RETURN_IF_ERROR(queue_.add(std::move(entries)));
+  adds_ += adds;
   return handles;
+}
+
+std::vector<int32_t> Runtime::processSetRanks(int32_t id) const {
+  return processSets_.ranks(id);
 }
 
 void Runtime::requestShutdown() {

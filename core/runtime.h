@@ -33,6 +33,7 @@
 #include "core/executor.h"
 #include "core/handle.h"
 #include "core/negotiator.h"
+#include "core/process_set_table.h"
 #include "core/runtime_stats.h"
 #include "core/tensor_queue.h"
 #include "core/timeline.h"
@@ -186,12 +187,16 @@ class Runtime {
           std::function<void()> finalizer);
 
   Result<std::unique_ptr<TensorEntry>> makeEntry(TensorOp op) const;
+  // The rank and size the request has in its process set; canonicalizes an add's ranks.
+  Result<SetPlace> placeRequest(Request& q) const;
   std::shared_ptr<Timeline> timeline() const;
 
   // The background thread.
   void loop();
   bool runCycle();
   void execute(const Response& response, std::chrono::steady_clock::time_point planned);
+  // Registers or forgets a process set (every rank, in plan order) and completes the request.
+  void changeProcessSets(const Response& response);
   // A bucket handed to the executor, kept until it ends (an asynchronous executor ends it
   // later, on a thread of its own: Executor::submit).
   struct Submitted {
@@ -241,11 +246,14 @@ class Runtime {
   std::unique_ptr<Executor> executor_;
   std::function<void()> finalizer_;
   TensorQueue queue_;
+  ProcessSetTable processSets_;
+  std::mutex addMu_;  // names add_process_set requests in enqueue order
+  int64_t adds_ = 0;  // add_process_set requests enqueued on this rank
 
   std::atomic<bool> shutdownRequested_{false};
   std::atomic<bool> stopped_{false};
   Status dataFailure_;   // background thread: the data plane broke on this rank
-  int64_t buckets_ = 0;  // background thread: buckets executed, the same index on every rank
+  int64_t buckets_ = 0;  // background thread: buckets this rank executed, in plan order
 
   mutable std::mutex mu_;  // status_, stats_, timeline_, asyncFailure_
   Status status_;

@@ -96,10 +96,19 @@ bool Runtime::runCycle() {
 }
 
 void Runtime::execute(const Response& response, Clock::time_point planned) {
+  if (response.type == ResponseType::kAddProcessSet ||
+      response.type == ResponseType::kRemoveProcessSet) {
+    changeProcessSets(response);
+    return;
+  }
+  // A set's collectives are its members' alone; an error reaches whoever posted the name there.
+  if (response.type != ResponseType::kError && !processSets_.place(response.processSet)) return;
   std::vector<TensorEntry*> entries;
   entries.reserve(response.tensorNames.size());
   // An entry still in an earlier bucket (in flight) is not this response's: take() gives null.
-  for (const std::string& name : response.tensorNames) entries.push_back(queue_.take(name));
+  for (const std::string& name : response.tensorNames) {
+    entries.push_back(queue_.take(name, response.processSet));
+  }
 
   const auto start = Clock::now();
   Status status;
@@ -151,6 +160,33 @@ void Runtime::execute(const Response& response, Clock::time_point planned) {
   }
   record(response, entries, report, -1, planned, start, Clock::now(), status);
   finishAll(response, entries, status);
+}
+
+void Runtime::changeProcessSets(const Response& response) {
+  const std::string& name = response.tensorNames.front();
+  TensorEntry* entry = queue_.take(name, response.processSet);
+  const int32_t id = response.processSet;
+  Status status;
+  if (response.type == ResponseType::kAddProcessSet) {
+    processSets_.add(id, response.members);
+    if (rankInSet(response.members, rank()) >= 0) {
+      status = executor_->addProcessSet(id, response.members);
+    }
+    if (entry != nullptr && status.isOk()) entry->handle->result().processSet = id;
+  } else {
+    const bool member = processSets_.place(id).has_value();
+    processSets_.remove(id);
+    if (member) {
+      executor_->drain();  // the set's buckets still on a device end first
+      executor_->removeProcessSet(id);
+    }
+  }
+  if (breaksTransport(status)) {
+    log_->error("process set {}: the data plane failed; asking every rank to stop: {}", id,
+                status.toString());
+    if (dataFailure_.isOk()) dataFailure_ = status;
+  }
+  finish(name, entry, status);
 }
 
 void Runtime::complete(const Submitted& bucket, const Status& status, const BucketReport& report) {

@@ -1,5 +1,10 @@
 // The named constructors of TensorOp and the checks an enqueue can make on its own, before
 // any other rank is asked (core/runtime.h).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
 #include "core/runtime.h"
 
 namespace zen {
@@ -87,6 +92,21 @@ TensorOp TensorOp::barrier() {
   return t;
 }
 
+TensorOp TensorOp::addProcessSet(std::vector<int32_t> ranks) {
+  TensorOp t;
+  t.request.op = OpType::kAddProcessSet;
+  t.request.members = std::move(ranks);
+  return t;
+}
+
+TensorOp TensorOp::removeProcessSet(int32_t id) {
+  TensorOp t;
+  t.request.op = OpType::kRemoveProcessSet;
+  t.request.processSet = id;
+  t.request.name = fmt::format("process_set.remove.{}", id);
+  return t;
+}
+
 namespace {
 
 Status checkDense(const std::string& name, const char* what, const DenseView& v) {
@@ -144,11 +164,57 @@ Status checkDevices(const std::string& name, const TensorOp& op) {
   return Status::ok();
 }
 
+// An add's ranks in canonical form (ascending), or why they cannot be a set of this job.
+Status canonicalMembers(std::vector<int32_t>* members, int size) {
+  std::sort(members->begin(), members->end());
+  ZEN_CHECK_ARG(!members->empty(), "add_process_set: no ranks");
+  ZEN_CHECK_ARG(members->front() >= 0 && members->back() < size,
+                "add_process_set: rank {} is outside the job's ranks [0, {})",
+                members->front() < 0 ? members->front() : members->back(), size);
+  const auto twice = std::adjacent_find(members->begin(), members->end());
+  ZEN_CHECK_ARG(twice == members->end(), "add_process_set: rank {} is named twice", *twice);
+  return Status::ok();
+}
+
 }  // namespace
+
+Result<SetPlace> Runtime::placeRequest(Request& q) const {
+  const SetPlace job{options_.rank, options_.size};
+  switch (q.op) {
+    case OpType::kAddProcessSet:
+      ZEN_CHECK_ARG(q.processSet == kGlobalProcessSet,
+                    "add_process_set is a collective of the whole job, not of process set {}",
+                    q.processSet);
+      ZEN_RETURN_IF_ERROR(canonicalMembers(&q.members, options_.size));
+      return job;
+    case OpType::kRemoveProcessSet:
+      ZEN_CHECK_ARG(q.processSet != kGlobalProcessSet, "the global process set cannot be removed");
+      ZEN_CHECK_ARG(processSets_.contains(q.processSet),
+                    "remove_process_set: process set {} does not exist (never added, or removed)",
+                    q.processSet);
+      return job;
+    case OpType::kJoin:
+      ZEN_CHECK_ARG(q.processSet == kGlobalProcessSet,
+                    "join is for the whole job only, not for process set {}", q.processSet);
+      return job;
+    default:
+      break;
+  }
+  ZEN_CHECK_ARG(q.members.empty(), "tensor '{}': members are for add_process_set only", q.name);
+  const std::optional<SetPlace> place = processSets_.place(q.processSet);
+  if (place) return *place;
+  ZEN_CHECK_ARG(processSets_.contains(q.processSet),
+                "tensor '{}': process set {} does not exist (never added, or removed)", q.name,
+                q.processSet);
+  return ZEN_ERROR(StatusCode::kInvalidArgument,
+                   "tensor '{}': rank {} is not in process set {} (ranks {})", q.name,
+                   options_.rank, q.processSet, fmt::join(processSets_.ranks(q.processSet), ", "));
+}
 
 Result<std::unique_ptr<TensorEntry>> Runtime::makeEntry(TensorOp op) const {
   Request& q = op.request;
-  q.rank = options_.rank;
+  ZEN_ASSIGN_OR_RETURN(const SetPlace place, placeRequest(q));
+  q.rank = place.rank;
   switch (q.op) {
     case OpType::kSparseAllreduce:
       ZEN_RETURN_IF_ERROR(checkSparse(q.name, op.sparseInput, op.output));
@@ -169,12 +235,12 @@ Result<std::unique_ptr<TensorEntry>> Runtime::makeEntry(TensorOp op) const {
                     "tensor '{}': reducescatter needs at least one dimension", q.name);
       // This rank's piece of the first dimension (Horovod's split).
       std::vector<int64_t> piece = op.input.shape.dims();
-      piece[0] = scatterRows(piece[0], options_.size, options_.rank);
+      piece[0] = scatterRows(piece[0], place.size, place.rank);
       ZEN_CHECK_ARG(op.output.dtype == op.input.dtype &&
                         op.output.shape.numElements() == TensorShape(piece).numElements(),
                     "tensor '{}': output {} {} does not match rank {}'s piece {} {} of input {}",
-                    q.name, dataTypeName(op.output.dtype), op.output.shape.toString(),
-                    options_.rank, dataTypeName(op.input.dtype), TensorShape(piece).toString(),
+                    q.name, dataTypeName(op.output.dtype), op.output.shape.toString(), place.rank,
+                    dataTypeName(op.input.dtype), TensorShape(piece).toString(),
                     op.input.shape.toString());
       break;
     }
@@ -185,17 +251,19 @@ Result<std::unique_ptr<TensorEntry>> Runtime::makeEntry(TensorOp op) const {
       break;
     case OpType::kJoin:
     case OpType::kBarrier:
+    case OpType::kAddProcessSet:
+    case OpType::kRemoveProcessSet:
       break;
   }
   ZEN_RETURN_IF_ERROR(checkDevices(q.name, op));
-  ZEN_RETURN_IF_ERROR(negotiator_->check(q, options_.size));
+  ZEN_RETURN_IF_ERROR(negotiator_->check(q, place.size));
   auto entry = std::make_unique<TensorEntry>();
   entry->request = std::move(op.request);
   entry->sparseInput = op.sparseInput;
   entry->input = op.input;
   entry->output = op.output;
   entry->ready = op.ready;
-  if (entry->request.op != OpType::kJoin && entry->request.op != OpType::kBarrier) {
+  if (carriesTensors(entry->request.op)) {
     ZEN_RETURN_IF_ERROR(executor_->accept(*entry));
   }
   entry->handle = std::make_shared<HandleState>(std::move(op.callback));
