@@ -453,6 +453,12 @@ Status CudaExecutor::accept(TensorEntry& entry) {
                      "tensor '{}' is on {}: adasum runs on the CPU only (pass host tensors)", name,
                      device.toString());
   }
+  if (entry.request.processSet != kGlobalProcessSet) {
+    return ZEN_ERROR(StatusCode::kUnimplemented,
+                     "tensor '{}' is on {}: process sets other than the global one run on the "
+                     "CPU only (pass host tensors)",
+                     name, device.toString());
+  }
 #ifndef ZEN_HAVE_NCCL
   return ZEN_ERROR(StatusCode::kInvalidArgument,
                    "tensor '{}' is on {}, but zen was built without NCCL, which its GPU "

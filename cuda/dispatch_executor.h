@@ -36,9 +36,15 @@ class DispatchExecutor final : public Executor {
     return entryDevice(entry).kind == Device::Kind::kCpu ? host_->accept(entry)
                                                          : device_->accept(entry);
   }
+  // Process sets run on host tensors only (the device executor refuses theirs at accept).
+  Status addProcessSet(int32_t id, const std::vector<int32_t>& members) override {
+    return host_->addProcessSet(id, members);
+  }
+  void removeProcessSet(int32_t id) override { host_->removeProcessSet(id); }
 
  private:
   Executor& pick(const Response& response) {
+    if (response.processSet != kGlobalProcessSet) return *host_;
     return runsOnDevice(response, rank_) ? *device_ : *host_;
   }
 

@@ -65,14 +65,43 @@ CpuExecutorOptions CpuExecutorOptions::fromConfig(const Config& config) {
 }
 
 CpuExecutor::CpuExecutor(std::unique_ptr<Transport> transport, CpuExecutorOptions options)
+    : CpuExecutor(std::move(transport), options, std::make_shared<ThreadPool>(options.threads)) {}
+
+CpuExecutor::CpuExecutor(std::unique_ptr<Transport> transport,
+                         CpuExecutorOptions options,
+                         std::shared_ptr<ThreadPool> pool)
     : transport_(std::move(transport)),
       options_(options),
-      pool_(options.threads),
+      pool_(std::move(pool)),
       autoScheme_(options.autoSchemes, options.autoProfileCalls) {}
+
+Status CpuExecutor::addProcessSet(int32_t id, const std::vector<int32_t>& members) {
+  ZEN_ASSIGN_OR_RETURN(std::unique_ptr<Transport> transport, transport_->subset(members, id));
+  sets_[id] = std::unique_ptr<CpuExecutor>(new CpuExecutor(std::move(transport), options_, pool_));
+  return Status::ok();
+}
+
+void CpuExecutor::removeProcessSet(int32_t id) {
+  sets_.erase(id);
+}
 
 Status CpuExecutor::execute(const Response& response,
                             const std::vector<TensorEntry*>& entries,
                             BucketReport* report) {
+  if (response.processSet != kGlobalProcessSet) {
+    const auto set = sets_.find(response.processSet);
+    if (set == sets_.end()) {
+      return ZEN_ERROR(StatusCode::kInternal, "{}: rank {} has no process set {}",
+                       responseTypeName(response.type), transport_->rank(), response.processSet);
+    }
+    return set->second->run(response, entries, report);
+  }
+  return run(response, entries, report);
+}
+
+Status CpuExecutor::run(const Response& response,
+                        const std::vector<TensorEntry*>& entries,
+                        BucketReport* report) {
   ZEN_CHECK_ARG(entries.size() == response.tensorNames.size() &&
                     response.shapes.size() == response.tensorNames.size(),
                 "{}: {} entries and {} shapes for {} tensors", responseTypeName(response.type),
@@ -232,7 +261,7 @@ Status CpuExecutor::sparse(const Response& r,
   o.seed = options_.seed;
   o.hashFunctions = options_.hashFunctions;
   o.memoryFactor = options_.memoryFactor;
-  o.pool = &pool_;
+  o.pool = pool_.get();
   o.workspace = &workspace_;
   report->nnz = o.input.nnz;
   report->rows = r.totalRows;

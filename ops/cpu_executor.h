@@ -19,7 +19,10 @@
 //   piece p; the fusion buffer is the scratch), divided by n for Average.
 // A rank that has joined contributes the op's identity (zeros for sum, average and adasum:
 // Horovod's rule) / no rows for the tensors it did not post.
+// Process sets: each set this rank is in gets an executor of its own over
+// Transport::subset (its buffers and auto-scheme profiles are the set's), sharing the threads.
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -53,9 +56,21 @@ class CpuExecutor final : public Executor {
                  const std::vector<TensorEntry*>& entries,
                  BucketReport* report) override;
 
+  Status addProcessSet(int32_t id, const std::vector<int32_t>& members) override;
+  void removeProcessSet(int32_t id) override;
+
   Transport& transport() { return *transport_; }
 
  private:
+  CpuExecutor(std::unique_ptr<Transport> transport,
+              CpuExecutorOptions options,
+              std::shared_ptr<ThreadPool> pool);
+
+  // execute() over this executor's transport (the job's, or the set's it was made for).
+  Status run(const Response& response,
+             const std::vector<TensorEntry*>& entries,
+             BucketReport* report);
+
   Status allreduce(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
   Status adasum(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
   Status sparse(const Response& r, const std::vector<TensorEntry*>& e, BucketReport* report);
@@ -66,13 +81,14 @@ class CpuExecutor final : public Executor {
 
   std::unique_ptr<Transport> transport_;
   CpuExecutorOptions options_;
-  ThreadPool pool_;
+  std::shared_ptr<ThreadPool> pool_;  // shared with the process sets' executors
   SparseAllreduceWorkspace workspace_;
   AutoScheme autoScheme_;
   std::vector<std::byte> fusion_;      // dense buckets and gathers; reused across steps
   std::vector<double> adasumScratch_;  // Adasum's fp64 bucket; reused
   SparseBucket sparseBucket_;          // the fused sparse input; reused
   SparseAllreduceResult sparseResult_;
+  std::map<int32_t, std::unique_ptr<CpuExecutor>> sets_;  // by process set id
 };
 
 }  // namespace zen::ops

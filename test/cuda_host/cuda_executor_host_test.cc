@@ -419,9 +419,14 @@ class Recorder final : public Executor {
     return device_ ? Status::ok() : Status(StatusCode::kInvalidArgument, "host only");
   }
   void drain() override { ++drained; }
+  Status addProcessSet(int32_t, const std::vector<int32_t>&) override {
+    ++setsAdded;
+    return Status::ok();
+  }
   int executed = 0;
   int accepted = 0;
   int drained = 0;
+  int setsAdded = 0;
 
  private:
   bool device_;
@@ -461,6 +466,17 @@ TEST(DispatchExecutor, ByThePlansDeviceForThisRankAndByTheEntryAtEnqueue) {
   dispatch.drain();
   EXPECT_EQ(d->drained, 1);
   EXPECT_EQ(h->drained, 1);
+
+  // Process sets run on the host: registered there, and a set's plan goes there whatever
+  // its devices say (rank numbers in it are within the set, not this rank's).
+  ASSERT_TRUE(dispatch.addProcessSet(1, {0, 1}).isOk());
+  EXPECT_EQ(h->setsAdded, 1);
+  EXPECT_EQ(d->setsAdded, 0);
+  r.devices = {Device::cuda(0), Device::cuda(0)};
+  r.processSet = 1;
+  ASSERT_TRUE(dispatch.execute(r, {nullptr}, &report).isOk());
+  EXPECT_EQ(h->executed, 3);
+  EXPECT_EQ(d->executed, 1);
 }
 
 TEST(DefaultAccept, HostExecutorsRefuseDeviceTensorsSayingWhy) {
