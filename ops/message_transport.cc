@@ -27,6 +27,7 @@ constexpr uint32_t kTagAllgatherv = Transport::kMaxUserTag + 2;
 constexpr uint32_t kTagAllreduce = Transport::kMaxUserTag + 3;
 constexpr uint32_t kTagBroadcast = Transport::kMaxUserTag + 4;
 constexpr uint32_t kTagBarrier = Transport::kMaxUserTag + 5;
+static_assert(kTagBarrier < (1u << 16), "message_subset.cc puts set ids in the upper 16 bits");
 
 }  // namespace
 
@@ -39,20 +40,24 @@ Status MessageTransport::post(int peer, uint32_t tag, const void* data, size_t b
   return Status::ok();
 }
 
+Result<ByteVector> MessageTransport::take(int peer, uint32_t tag, Clock::time_point deadline) {
+  return mailbox_->take(peer, tag, deadline);
+}
+
+// Errors name peers by job rank, as the connections' own errors do.
 Result<ByteVector> MessageTransport::receive(int peer,
                                              uint32_t tag,
                                              Clock::time_point deadline,
                                              const char* op) {
-  Result<ByteVector> message = mailbox_->take(peer, tag, deadline);
+  Result<ByteVector> message = take(peer, tag, deadline);
   if (!message.isOk()) {
     const Status& s = message.status();
     if (s.code() == StatusCode::kTimeout) {
       const std::string tagText = tag <= kMaxUserTag ? fmt::format(" (tag {})", tag) : "";
-      return ZEN_ERROR(StatusCode::kTimeout,
-                       "rank {}: {} timed out after {} s waiting for rank {}{}", rank(), op,
-                       timeoutSeconds(), peer, tagText);
+      return ZEN_ERROR(StatusCode::kTimeout, "{}: {} timed out after {} s waiting for rank {}{}",
+                       who(), op, timeoutSeconds(), jobRank(peer), tagText);
     }
-    return ZEN_ERROR(s.code(), "rank {}: {} waiting for rank {}: {}", rank(), op, peer,
+    return ZEN_ERROR(s.code(), "{}: {} waiting for rank {}: {}", who(), op, jobRank(peer),
                      s.message());
   }
   countReceived(peer, message.value().size());
@@ -63,8 +68,8 @@ Status MessageTransport::receiveInto(
     int peer, uint32_t tag, void* data, size_t bytes, Clock::time_point deadline, const char* op) {
   ZEN_ASSIGN_OR_RETURN(ByteVector message, receive(peer, tag, deadline, op));
   if (message.size() != bytes) {
-    return ZEN_ERROR(StatusCode::kIoError, "rank {}: {}: rank {} sent {} bytes, expected {}",
-                     rank(), op, peer, message.size(), bytes);
+    return ZEN_ERROR(StatusCode::kIoError, "{}: {}: rank {} sent {} bytes, expected {}", who(), op,
+                     jobRank(peer), message.size(), bytes);
   }
   if (bytes > 0) std::memcpy(data, message.data(), bytes);
   return Status::ok();
@@ -191,9 +196,9 @@ Status MessageTransport::ringSteps(uint8_t* data,
     ZEN_ASSIGN_OR_RETURN(ByteVector chunk, receive(left, kTagAllreduce, until, what));
     if (chunk.size() != inCount * width) {
       return ZEN_ERROR(StatusCode::kIoError,
-                       "rank {}: {}: rank {} sent a block of {} bytes, expected {} (do all "
+                       "{}: {}: rank {} sent a block of {} bytes, expected {} (do all "
                        "ranks pass the same counts and dtype?)",
-                       r, what, left, chunk.size(), inCount * width);
+                       who(), what, jobRank(left), chunk.size(), inCount * width);
     }
     if (reduce) {
       reduceInto(data + begins[in] * width, chunk.data(), inCount, dtype, op);

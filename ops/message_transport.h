@@ -10,7 +10,9 @@ namespace zen::ops {
 // The collectives written once over two primitives, for the backends that move whole
 // messages (in-process, TCP): post a message to a peer, and take one from this rank's
 // Mailbox. Algorithms: direct exchange for alltoallv / allgatherv, flat fan-out for
-// broadcast, ring for allreduce and reducescatter, dissemination for barrier.
+// broadcast, ring for allreduce and reducescatter, dissemination for barrier. A subset
+// (message_subset.cc) runs the same algorithms over the three wire calls below, forwarded to
+// the job's transport with its members' job ranks and its own tags.
 class MessageTransport : public Transport {
  protected:
   MessageTransport(int rank, int size, double timeoutSeconds, Mailbox* mailbox);
@@ -19,6 +21,8 @@ class MessageTransport : public Transport {
   virtual Status postSend(int peer, uint32_t tag, const void* data, size_t bytes) = 0;
   // Waits until every posted message has left this rank (kTimeout names the stuck peer).
   virtual Status flushSends(Clock::time_point deadline) = 0;
+  // The oldest message from `peer` with `tag` in this rank's Mailbox (Mailbox::take).
+  virtual Result<ByteVector> take(int peer, uint32_t tag, Clock::time_point deadline);
 
   Status doSend(int peer, const void* data, size_t bytes, uint32_t tag) override;
   Status doRecv(int peer, void* data, size_t bytes, uint32_t tag) override;
@@ -38,8 +42,12 @@ class MessageTransport : public Transport {
                          ReduceOp op) override;
   Status doBroadcast(void* data, size_t bytes, int root) override;
   Status doBarrier() override;
+  Result<std::unique_ptr<Transport>> doSubset(const std::vector<int32_t>& members,
+                                              int32_t setId) override;
 
  private:
+  class Subset;
+
   Status post(int peer, uint32_t tag, const void* data, size_t bytes);
   Result<ByteVector> receive(int peer, uint32_t tag, Clock::time_point deadline, const char* op);
   Status receiveInto(

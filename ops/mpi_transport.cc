@@ -14,6 +14,8 @@
 //   elements of each block (staged when a block needs more than one round); 16-bit floats as
 //   fp32.
 // - broadcast: MPI_Ibcast in chunks; barrier: MPI_Ibarrier.
+// - subset (a process set's communicator): 4 B from each member to the first and back, then
+//   MPI_Comm_create_group; not counted.
 // Counters record the payload as the other backends would move it (ring allreduce, flat
 // broadcast), so benchmarks compare like with like.
 #include "ops/mpi_transport.h"
@@ -33,21 +35,20 @@
 namespace zen::ops {
 namespace {
 
-Status mpiError(int rc, const char* call, int rank, const char* file, int line) {
+Status mpiError(int rc, const char* call, const std::string& who, const char* file, int line) {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(rc, text, &length);
   return Status(StatusCode::kIoError,
-                fmt::format("rank {}: {} failed: {}", rank, call, std::string(text, length)), file,
-                line);
+                fmt::format("{}: {} failed: {}", who, call, std::string(text, length)), file, line);
 }
 
-#define ZEN_CHECK_MPI(call)                                            \
-  do {                                                                 \
-    const int zen_mpi_rc_ = (call);                                    \
-    if (zen_mpi_rc_ != MPI_SUCCESS) {                                  \
-      return mpiError(zen_mpi_rc_, #call, rank(), __FILE__, __LINE__); \
-    }                                                                  \
+#define ZEN_CHECK_MPI(call)                                           \
+  do {                                                                \
+    const int zen_mpi_rc_ = (call);                                   \
+    if (zen_mpi_rc_ != MPI_SUCCESS) {                                 \
+      return mpiError(zen_mpi_rc_, #call, who(), __FILE__, __LINE__); \
+    }                                                                 \
   } while (0)
 
 MPI_Datatype mpiType(DataType wire) {
@@ -373,6 +374,33 @@ class MpiTransport final : public Transport {
     return waitOne(request, "barrier");
   }
 
+  // MPI_Comm_create_group over the members (its tag only tells apart creations running at
+  // once, which one driving thread never has); it has no timeout, so the members meet first.
+  Result<std::unique_ptr<Transport>> doSubset(const std::vector<int32_t>& members,
+                                              int32_t setId) override {
+    ZEN_RETURN_IF_ERROR(meet(members, setId));
+    MPI_Group all;
+    MPI_Group group;
+    ZEN_CHECK_MPI(MPI_Comm_group(comm_, &all));
+    const std::vector<int> ranks(members.begin(), members.end());
+    const int included = MPI_Group_incl(all, static_cast<int>(ranks.size()), ranks.data(), &group);
+    MPI_Group_free(&all);
+    ZEN_CHECK_MPI(included);
+    MPI_Comm comm;
+    const int created = MPI_Comm_create_group(comm_, group, setId & kMaxUserTag, &comm);
+    MPI_Group_free(&group);
+    ZEN_CHECK_MPI(created);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    int rank = 0;
+    int size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    MpiOptions options;
+    options.timeoutSeconds = timeoutSeconds();
+    options.maxChunkBytes = maxChunkBytes_;
+    return std::unique_ptr<Transport>(new MpiTransport(comm, rank, size, options));
+  }
+
  private:
   size_t pieces(size_t bytes) const { return std::max<size_t>(1, ceilDiv(bytes, maxChunkBytes_)); }
   // Per-pair bytes per round of the v-collectives: the round's total must fit an int.
@@ -392,13 +420,13 @@ class MpiTransport final : public Transport {
       int done = 0;
       const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
                                  statuses ? statuses->data() : MPI_STATUSES_IGNORE);
-      if (rc != MPI_SUCCESS) return mpiError(rc, op, rank(), __FILE__, __LINE__);
+      if (rc != MPI_SUCCESS) return mpiError(rc, op, who(), __FILE__, __LINE__);
       if (done) return Status::ok();
       if (Clock::now() >= until) {
-        const std::string who = peer >= 0 ? fmt::format("rank {} did not answer", peer)
-                                          : std::string("not every rank joined");
-        return ZEN_ERROR(StatusCode::kTimeout, "rank {}: {} timed out after {} s: {}", rank(), op,
-                         timeoutSeconds(), who);
+        const std::string late = peer >= 0 ? fmt::format("rank {} did not answer", jobRank(peer))
+                                           : std::string("not every rank joined");
+        return ZEN_ERROR(StatusCode::kTimeout, "{}: {} timed out after {} s: {}", who(), op,
+                         timeoutSeconds(), late);
       }
       if (polls < 1000) {
         std::this_thread::yield();
@@ -428,11 +456,60 @@ class MpiTransport final : public Transport {
       MPI_Get_count(&statuses[i], MPI_BYTE, &got);
       if (got != roundBytes(bytes, i, maxChunkBytes_)) {
         return ZEN_ERROR(StatusCode::kIoError,
-                         "rank {}: {}: rank {} sent a different size than the {} bytes expected",
-                         rank(), op, peer, bytes);
+                         "{}: {}: rank {} sent a different size than the {} bytes expected", who(),
+                         op, jobRank(peer), bytes);
       }
     }
     return Status::ok();
+  }
+
+  // The members' meeting before a subset's communicator is created, bounded by the timeout:
+  // each sends the set id to the first member, which checks them all (in member order, so a
+  // kTimeout names the first one missing) and answers each with the id, or -1 when they
+  // disagree. Buffers are members: a send that timed out may still be read.
+  Status meet(const std::vector<int32_t>& members, int32_t setId) {
+    constexpr int kMeetTag = kMaxUserTag + 1;  // above send/recv's tags on this communicator
+    const int leader = members.front();
+    const std::string what = fmt::format("creating process set {}", setId);
+    if (members.size() == 1) return Status::ok();
+    if (rank() != leader) {
+      meetSent_ = setId;
+      std::vector<MPI_Request> send(1);
+      std::vector<MPI_Request> reply(1);
+      ZEN_CHECK_MPI(
+          MPI_Isend(&meetSent_, sizeof(int32_t), MPI_BYTE, leader, kMeetTag, comm_, &send[0]));
+      ZEN_CHECK_MPI(
+          MPI_Irecv(&meetReceived_, sizeof(int32_t), MPI_BYTE, leader, kMeetTag, comm_, &reply[0]));
+      ZEN_RETURN_IF_ERROR(waitPieces(reply, what.c_str(), leader, sizeof(int32_t)));
+      ZEN_RETURN_IF_ERROR(wait(send, what.c_str(), leader));
+      if (meetReceived_ != setId) {
+        return ZEN_ERROR(StatusCode::kFailedPrecondition,
+                         "{}: the members disagree on the process set they create (this rank: "
+                         "{}; rank {}, the first member, saw the mismatch)",
+                         who(), setId, jobRank(leader));
+      }
+      return Status::ok();
+    }
+    Status agreed;
+    for (size_t i = 1; i < members.size(); ++i) {
+      std::vector<MPI_Request> request(1);
+      ZEN_CHECK_MPI(MPI_Irecv(&meetReceived_, sizeof(int32_t), MPI_BYTE, members[i], kMeetTag,
+                              comm_, &request[0]));
+      ZEN_RETURN_IF_ERROR(waitPieces(request, what.c_str(), members[i], sizeof(int32_t)));
+      if (meetReceived_ != setId && agreed.isOk()) {
+        agreed = ZEN_ERROR(StatusCode::kFailedPrecondition,
+                           "{}: rank {} creates process set {} while this rank creates {}", who(),
+                           jobRank(members[i]), meetReceived_, setId);
+      }
+    }
+    meetSent_ = agreed.isOk() ? setId : -1;
+    std::vector<MPI_Request> replies(members.size() - 1);
+    for (size_t i = 1; i < members.size(); ++i) {
+      ZEN_CHECK_MPI(MPI_Isend(&meetSent_, sizeof(int32_t), MPI_BYTE, members[i], kMeetTag, comm_,
+                              &replies[i - 1]));
+    }
+    ZEN_RETURN_IF_ERROR(wait(replies, what.c_str(), -1));
+    return agreed;
   }
 
   // One collective request; on a timeout its staging buffers are kept, since MPI may still
@@ -455,6 +532,8 @@ class MpiTransport final : public Transport {
   std::vector<ByteVector> abandoned_;
   uint64_t sendSize_ = 0;  // sendRecv's size messages
   uint64_t recvSize_ = 0;
+  int32_t meetSent_ = 0;  // doSubset's meeting
+  int32_t meetReceived_ = 0;
 };
 
 }  // namespace

@@ -30,6 +30,10 @@ struct MpiOptions : TransportOptions {
 // - A dead peer: Open MPI's runtime (mpirun/ORTE) notices the exited process and terminates
 //   every other rank of the job (SIGTERM, then SIGKILL); MPI calls do not return an error,
 //   so survivors never see kIoError. Only fault-tolerant MPI (ULFM) would report it.
+// - subset: a communicator of the members (MPI_Comm_create_group on this one), freed with
+//   the subset. Its creation is collective over the members only; they meet first with
+//   point-to-point messages polled against the deadline, so a member that never comes gives
+//   kTimeout naming it instead of a hang.
 Result<std::unique_ptr<Transport>> createMpiTransport(const MpiOptions& options);
 
 }  // namespace zen::ops

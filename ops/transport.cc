@@ -1,11 +1,27 @@
 // Transport's backend-independent half: argument checks, the "broken after the first
-// transport error" rule and the per-peer byte counters. Nothing here touches the wire.
+// transport error" rule (shared by a transport and its subsets), the per-peer byte counters
+// and subsets' numbering. Nothing here touches the wire.
 #include "ops/transport.h"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cctype>
 #include <numeric>
 
 namespace zen::ops {
+namespace {
+
+const Status& statusOf(const Status& status) {
+  return status;
+}
+
+template <typename T>
+const Status& statusOf(const Result<T>& result) {
+  return result.status();
+}
+
+}  // namespace
 
 uint64_t TransportCounters::totalSent() const {
   return std::accumulate(bytesSent.begin(), bytesSent.end(), uint64_t{0});
@@ -33,17 +49,27 @@ Transport::Transport(int rank, int size, double timeoutSeconds)
 }
 
 template <typename Fn>
-Status Transport::guarded(Fn&& fn) {
-  if (!failure_.isOk()) {
-    return ZEN_ERROR(StatusCode::kAborted, "rank {}: the {} transport failed earlier: {}", rank_,
-                     backendName(), failure_.message());
+auto Transport::guarded(Fn&& fn) -> decltype(fn()) {
+  const Status& failure = root_->failure_;
+  if (!failure.isOk()) {
+    return ZEN_ERROR(StatusCode::kAborted, "{}: the {} transport failed earlier: {}", who(),
+                     backendName(), failure.message());
   }
-  Status status = fn();
+  auto result = fn();
+  const Status& status = statusOf(result);
   if (status.code() == StatusCode::kTimeout || status.code() == StatusCode::kIoError) {
-    failure_ = status;
-    abort(status);
+    fail(status);
   }
-  return status;
+  return result;
+}
+
+// The job's transport is aborted whichever member of the family failed: on the message
+// backends a subset's messages share its connections and mailbox, so they are in an unknown
+// state too.
+void Transport::fail(const Status& why) {
+  root_->failure_ = why;
+  if (root_ != this) abort(why);
+  root_->abort(why);
 }
 
 Status Transport::send(int peer, const void* data, size_t bytes, uint32_t tag) {
@@ -133,6 +159,47 @@ Status Transport::broadcast(void* data, size_t bytes, int root) {
 
 Status Transport::barrier() {
   return guarded([&] { return doBarrier(); });
+}
+
+Result<std::unique_ptr<Transport>> Transport::subset(const std::vector<int32_t>& members,
+                                                     int32_t setId) {
+  ZEN_CHECK_ARG(setId >= 1 && setId <= kMaxProcessSetId,
+                "subset: process set id {} outside [1, {}]", setId, kMaxProcessSetId);
+  ZEN_CHECK_ARG(!members.empty(), "subset: process set {} has no members", setId);
+  for (size_t i = 0; i < members.size(); ++i) {
+    ZEN_CHECK_ARG(members[i] >= 0 && members[i] < size_,
+                  "subset: process set {} names rank {}, outside [0, {})", setId, members[i],
+                  size_);
+    ZEN_CHECK_ARG(i == 0 || members[i - 1] < members[i],
+                  "subset: process set {} members are not strictly ascending: [{}]", setId,
+                  fmt::join(members, ", "));
+  }
+  ZEN_CHECK_ARG(std::binary_search(members.begin(), members.end(), rank_),
+                "subset: rank {} is not a member of process set {}: [{}]", rank_, setId,
+                fmt::join(members, ", "));
+  Result<std::unique_ptr<Transport>> made = guarded([&] { return doSubset(members, setId); });
+  if (!made.isOk()) return made;
+  Transport& child = *made.value();
+  const auto position = std::lower_bound(members.begin(), members.end(), rank_) - members.begin();
+  if (child.rank_ != position || child.size_ != static_cast<int>(members.size())) {
+    return ZEN_ERROR(StatusCode::kInternal,
+                     "subset: the {} backend made rank {} of {} for process set {}, expected "
+                     "rank {} of {}",
+                     backendName(), child.rank_, child.size_, setId, position, members.size());
+  }
+  child.root_ = root_;
+  child.processSet_ = setId;
+  for (int32_t m : members) child.jobRanks_.push_back(jobRank(m));
+  return made;
+}
+
+int Transport::jobRank(int rank) const {
+  return jobRanks_.empty() ? rank : jobRanks_[rank];
+}
+
+std::string Transport::who() const {
+  if (processSet_ == 0) return fmt::format("rank {}", rank_);
+  return fmt::format("rank {} (process set {})", jobRank(rank_), processSet_);
 }
 
 TransportCounters Transport::counters() const {

@@ -61,11 +61,15 @@ struct TransportOptions {
 //   soon as the backend can. Rebuild the transport to continue. Argument errors
 //   (kInvalidArgument) do not break it.
 // - Sizes are size_t end to end; messages of several GB are fine.
+// - subset() makes a transport over some of the ranks (a process set); its rules are there.
 class Transport {
  public:
   // User tags for send/recv; the message backends tag their collectives above this. Both fit
   // the 15 bits MPI guarantees for MPI_TAG_UB.
   static constexpr uint32_t kMaxUserTag = (1u << 14) - 1;
+  // The largest process set id subset() takes: the message backends give each set its own
+  // tag space by putting its id in the upper 16 bits of a message's 32-bit tag.
+  static constexpr int32_t kMaxProcessSetId = 0xffff;
 
   virtual ~Transport() = default;
   Transport(const Transport&) = delete;
@@ -114,6 +118,33 @@ class Transport {
   TransportCounters counters() const;
   void resetCounters();
 
+  // A transport over process set `setId`'s ranks (core/message.h "Process sets"): members are
+  // ranks of this transport (the job's ranks when called on the job's transport), ascending,
+  // this rank among them; in it rank() is this rank's position in members and size() is
+  // members.size(); every collective and point-to-point call keeps this class's contract, over
+  // the members only, with this transport's timeout. kInvalidArgument, this transport
+  // unharmed, for an empty, unordered or out-of-range member list, one without this rank, or
+  // a setId outside [1, kMaxProcessSetId]. The rules:
+  // - Only the members call it, once per set, and members of several sets create them in the
+  //   same order (the daemon registers sets in the plan's global order). In-process and TCP
+  //   subsets are local views over this transport's connections; MPI creates a communicator,
+  //   collective over the members and bounded by the timeout (kTimeout names a missing one).
+  // - This transport must outlive its subsets, and it and its subsets are driven by one
+  //   thread at a time (the daemon's background thread drives them all).
+  // - Messages of different sets, and of this transport, between the same two ranks are never
+  //   matched with each other, in whatever order they interleave: each set id has its own tag
+  //   space (MPI: its own communicator), so two sets with the same members but different ids
+  //   are separate too. Collectives still run in one order on every member, as always.
+  // - A subset's counters are indexed by rank within the set and count its own payload once;
+  //   this transport's counters do not include it.
+  // - One failure for the family: a kTimeout or kIoError in a subset aborts this transport
+  //   too (the message backends share its connections), and once this transport or any of
+  //   its subsets failed, every call on all of them returns kAborted with the first error.
+  // - A subset of a subset works the same way, its members being ranks of that subset.
+  Result<std::unique_ptr<Transport>> subset(const std::vector<int32_t>& members, int32_t setId);
+  // 0 for the job's transport, the set's id for a subset.
+  int32_t processSet() const { return processSet_; }
+
  protected:
   Transport(int rank, int size, double timeoutSeconds);
 
@@ -133,6 +164,10 @@ class Transport {
                                  ReduceOp op) = 0;
   virtual Status doBroadcast(void* data, size_t bytes, int root) = 0;
   virtual Status doBarrier() = 0;
+  // subset() after its checks: a transport over `members` (ranks of this transport, ascending,
+  // this rank among them), with set id `setId`. subset() then links it to this one's family.
+  virtual Result<std::unique_ptr<Transport>> doSubset(const std::vector<int32_t>& members,
+                                                      int32_t setId) = 0;
   // Called once, on the first kTimeout/kIoError (`why`): tell peers (close connections) so
   // they do not wait out their own timeouts, and stop touching the caller's buffers.
   virtual void abort(const Status& why) { (void)why; }
@@ -140,16 +175,25 @@ class Transport {
   Clock::time_point deadline() const;
   void countSent(int peer, size_t bytes);
   void countReceived(int peer, size_t bytes);
+  // Rank `rank` of this transport as the job numbers it (itself outside subsets).
+  int jobRank(int rank) const;
+  // This rank for error messages: "rank 5", in a subset "rank 5 (process set 2)".
+  std::string who() const;
 
  private:
-  // Runs one call unless the transport already failed; remembers its failure.
+  // Runs one call unless the family already failed; remembers its failure.
   template <typename Fn>
-  Status guarded(Fn&& fn);
+  auto guarded(Fn&& fn) -> decltype(fn());
+  // Records the family's first failure and aborts this transport and the job's.
+  void fail(const Status& why);
 
   const int rank_;
   const int size_;
   const double timeoutSeconds_;
-  Status failure_;  // the first transport error; touched only by the driving thread
+  Transport* root_ = this;  // the job's transport, which holds the family's failure
+  int32_t processSet_ = 0;
+  std::vector<int32_t> jobRanks_;  // a subset's members as job ranks; empty outside subsets
+  Status failure_;  // the root's: the family's first error; touched only by the driving thread
   std::unique_ptr<std::atomic<uint64_t>[]> sent_;
   std::unique_ptr<std::atomic<uint64_t>[]> received_;
 };

@@ -183,6 +183,36 @@ TEST(TcpTransport, KilledPeerIsReportedToTheSurvivors) {
   EXPECT_EQ(ends[2].signal, SIGKILL);
 }
 
+// The same inside process set {1, 2} (Transport::subset): rank 1's set call names job rank 2
+// (rank 1 of the set), rank 0 waiting on rank 2 over the job's transport hears it too, and the
+// set's failure fails rank 1's job transport.
+TEST(TcpTransport, KilledPeerInAProcessSetIsReportedToTheSurvivors) {
+  const auto ends = forkTcpRanks(3, 2.0, 30.0, [](Transport& t) {
+    if (!t.barrier().isOk()) return 5;
+    const auto start = steady_clock::now();
+    if (t.rank() == 0) {
+      int x = 0;
+      const Status s = t.recv(2, &x, sizeof(x));
+      return checkSurvivor(s, steady_clock::now() - start, /*timeoutOnly=*/false);
+    }
+    Result<std::unique_ptr<Transport>> set = t.subset({1, 2}, 9);
+    if (!set.isOk()) return 6;
+    if (t.rank() == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      raise(SIGKILL);
+    }
+    const ByteVector mine(1000, 7);
+    std::vector<ByteVector> gathered;
+    const Status s = set.value()->allgatherv(mine.data(), mine.size(), &gathered);
+    const int code = checkSurvivor(s, steady_clock::now() - start, /*timeoutOnly=*/false);
+    if (code != 0) return code;
+    return t.barrier().code() == StatusCode::kAborted ? 0 : 13;
+  });
+  EXPECT_EQ(ends[0].exitCode, 0);
+  EXPECT_EQ(ends[1].exitCode, 0);
+  EXPECT_EQ(ends[2].signal, SIGKILL);
+}
+
 // Rank 2 stops (SIGSTOP) with its sockets open: nothing closes, so only the deadline can tell;
 // both survivors wait on it directly and must report kTimeout naming it.
 TEST(TcpTransport, StalledPeerTimesOutOnEveryWaitingRank) {
