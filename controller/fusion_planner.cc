@@ -9,7 +9,12 @@ namespace zen::controller {
 namespace {
 
 bool fitsTogether(const Response& a, const Response& b) {
-  if (a.type != b.type || a.dtype != b.dtype || a.devices != b.devices) return false;
+  // Different process sets run over different ranks: never one bucket, even when their
+  // devices (indexed by rank within the set) happen to match.
+  if (a.type != b.type || a.processSet != b.processSet || a.dtype != b.dtype ||
+      a.devices != b.devices) {
+    return false;
+  }
   if (a.type == ResponseType::kAllgather) return true;
   if (a.reduceOp != b.reduceOp) return false;
   return a.type != ResponseType::kSparseAllreduce || a.rowSize == b.rowSize;

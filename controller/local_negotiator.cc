@@ -26,6 +26,10 @@ OpType opTypeFor(ResponseType type) {
       return OpType::kAlltoall;
     case ResponseType::kReducescatter:
       return OpType::kReducescatter;
+    case ResponseType::kAddProcessSet:
+      return OpType::kAddProcessSet;
+    case ResponseType::kRemoveProcessSet:
+      return OpType::kRemoveProcessSet;
     case ResponseType::kAllreduce:
     case ResponseType::kError:
       break;
@@ -36,12 +40,21 @@ OpType opTypeFor(ResponseType type) {
 }  // namespace
 
 LocalNegotiator::LocalNegotiator(LocalOptions options)
-    : options_(options), cache_(options.cacheCapacity) {}
+    : options_(options), cache_(options.cacheCapacity), sets_(options.size) {}
 
 Status LocalNegotiator::post(const Request& request, TimePoint now) {
-  ZEN_CHECK_ARG(request.rank == options_.rank, "tensor '{}': posted as rank {} on rank {}",
-                request.name, request.rank, options_.rank);
-  ZEN_RETURN_IF_ERROR(checkRequest(request, options_.size));
+  const int32_t set = isRegistration(request.op) ? kGlobalProcessSet : request.processSet;
+  const std::vector<int32_t>* members = sets_.members(set);
+  ZEN_CHECK_ARG(members != nullptr,
+                "tensor '{}': process set {} does not exist on rank {} (never added, or removed)",
+                request.name, set, options_.rank);
+  const int position = sets_.position(set, options_.rank);
+  ZEN_CHECK_ARG(position >= 0, "tensor '{}': rank {} is not a member of process set {}",
+                request.name, options_.rank, set);
+  ZEN_CHECK_ARG(request.rank == position,
+                "tensor '{}': posted as rank {} on rank {} (rank {} in process set {})",
+                request.name, request.rank, options_.rank, position, set);
+  ZEN_RETURN_IF_ERROR(checkRequest(request, static_cast<int>(members->size())));
   ZEN_CHECK_ARG(!joined_,
                 "tensor '{}': rank {} has joined and cannot post until every rank has joined",
                 request.name, options_.rank);
@@ -84,6 +97,13 @@ BitVector LocalNegotiator::beginCycle(bool shutdownRequested, TimePoint now) {
     uncached_.push_back(std::move(q.request));
   }
   queued_ = std::move(waiting);
+  // Entries of sets this rank is not in: it reports them as hits, so that the AND says
+  // "every member posted it" (it skips them at run time). Walks only sets with entries.
+  for (const auto& [set, bits] : cache_.setBits()) {
+    if (sets_.position(set, options_.rank) < 0) {
+      local.hits.insert(local.hits.end(), bits.begin(), bits.end());
+    }
+  }
   local.uncachedInQueue = !uncached_.empty();
   local.invalidInQueue = !local.invalid.empty();
   return encodeCacheBits(local, cache_.numBits());
@@ -144,16 +164,22 @@ RequestList LocalNegotiator::slowPathRequests() {
 CacheKey LocalNegotiator::keyFor(const Response& response, size_t i) const {
   const std::string& name = response.tensorNames[i];
   auto it = inFlight_.find(name);
-  if (it != inFlight_.end()) return CacheKey::of(it->second);
-  // A joined rank posted nothing: key it on the response. Should it later post the name with
-  // different parameters, the entry goes stale and is renegotiated once.
+  if (it != inFlight_.end() && it->second.processSet == response.processSet) {
+    return CacheKey::of(it->second);
+  }
+  // A joined rank, or a rank not in the response's set, posted nothing: key it on the
+  // response. Should a joined rank later post the name with different parameters, the entry
+  // goes stale and is renegotiated once.
   CacheKey key;
+  key.processSet = response.processSet;
   key.name = name;
   key.op = opTypeFor(response.type);
   key.dtype = response.dtype;
   key.shape = response.shapes[i];
-  const auto rank = static_cast<size_t>(options_.rank);
-  if (rank < response.devices.size()) key.device = response.devices[rank];
+  const int position = sets_.position(response.processSet, options_.rank);
+  if (position >= 0 && static_cast<size_t>(position) < response.devices.size()) {
+    key.device = response.devices[static_cast<size_t>(position)];
+  }
   key.reduceOp = response.reduceOp;
   key.rootRank = response.rootRank;
   key.rowSize = response.rowSize;
@@ -170,7 +196,15 @@ void LocalNegotiator::finishCycle(const ResponseList& plan) {
         cache_.put(splitResponse(response, i), keyFor(response, i));
       }
     }
-    for (const auto& name : response.tensorNames) inFlight_.erase(name);
+    // A name completes here only for the set it was posted on: another set's response of
+    // the same name is not this rank's.
+    const int32_t set = requestSetOf(response);
+    for (const auto& name : response.tensorNames) {
+      auto it = inFlight_.find(name);
+      if (it != inFlight_.end() && it->second.processSet == set) inFlight_.erase(it);
+    }
+    if (response.type == ResponseType::kRemoveProcessSet) cache_.eraseSet(response.processSet);
+    sets_.learn(response);
   }
   uncached_.clear();
   cachedResponses_.clear();

@@ -17,6 +17,13 @@
 // All ranks apply the same cache operations in the same order (erase stale bits ascending,
 // get common hits ascending, put the slow path plan's responses in order), so bit positions
 // agree. While any rank is joined the fast path is off (controller/cache_bits.h says why).
+//
+// Process sets: the negotiator learns them (id -> members) from the kAddProcessSet and
+// kRemoveProcessSet responses of the plans it finishes. It caches every set's responses, its
+// own or not, and reports the entries of sets it is not a member of as hits every cycle, so
+// that a hit bit survives the AND once every *member* has posted the name: the fast path
+// serves sets as it serves the job. A set's removal erases its entries on every rank, in the
+// same plan position, so bit positions stay in step.
 
 #include <cstdint>
 #include <string>
@@ -25,6 +32,7 @@
 
 #include "controller/cache_bits.h"
 #include "controller/clock.h"
+#include "controller/process_sets.h"
 #include "controller/response_cache.h"
 #include "core/message.h"
 #include "core/status.h"
@@ -49,7 +57,10 @@ class LocalNegotiator {
   explicit LocalNegotiator(LocalOptions options);
 
   // A request from this rank's framework. Fails at once, on this rank, for a malformed request,
-  // a name already in flight on this rank (Horovod's duplicate-name error) or a post after join.
+  // a name already in flight on this rank (Horovod's duplicate-name error), a post after join,
+  // or a set this rank does not know or is not in. A request of a set carries this rank's
+  // position in the set as its rank (as enqueue checked it, core/runtime.h); set 0's, and
+  // kAddProcessSet's and kRemoveProcessSet's (posted on the job), the job rank.
   Status post(const Request& request, TimePoint now);
 
   BitVector beginCycle(bool shutdownRequested, TimePoint now);
@@ -70,6 +81,8 @@ class LocalNegotiator {
   // Posted and not yet completed by a response, on this rank.
   size_t inFlight() const { return inFlight_.size(); }
   const ResponseCache& cache() const { return cache_; }
+  // The sets this rank knows after the plans it has finished.
+  const ProcessSets& processSets() const { return sets_; }
 
  private:
   struct Queued {
@@ -82,6 +95,7 @@ class LocalNegotiator {
 
   LocalOptions options_;
   ResponseCache cache_;
+  ProcessSets sets_;
   std::vector<Queued> queued_;     // not yet sent to rank 0 nor served from the cache
   std::vector<Request> uncached_;  // classified this cycle, for slowPathRequests
   std::unordered_map<std::string, Request> inFlight_;

@@ -2,6 +2,8 @@
 
 #include "controller/message_table.h"
 
+#include "controller/process_sets.h"
+
 namespace zen::controller {
 
 MessageTable::MessageTable(int size) : size_(size), joined_(static_cast<size_t>(size), false) {}
@@ -17,6 +19,7 @@ Status MessageTable::add(const Request& request, TimePoint now) {
     entry.byRank.resize(static_cast<size_t>(size_));
     entry.firstSeen = now;
   }
+  entry.needsEveryRank = entry.needsEveryRank || isRegistration(request.op);
   auto& slot = entry.byRank[static_cast<size_t>(request.rank)];
   if (slot.has_value()) {
     entry.duplicateRanks.push_back(request.rank);
@@ -45,12 +48,25 @@ void MessageTable::clearJoin() {
   lastJoinedRank_ = -1;
 }
 
+bool MessageTable::counts(const TableEntry& entry, int rank) const {
+  const auto r = static_cast<size_t>(rank);
+  return entry.byRank[r].has_value() || (joined_[r] && !entry.needsEveryRank);
+}
+
 bool MessageTable::isReady(const TableEntry& entry) const {
+  if (entry.needsEveryRank) return entry.posted == size_;
   if (entry.posted + joinedCount_ < size_) return false;  // cheap common case
   for (int r = 0; r < size_; ++r) {
-    if (!entry.byRank[static_cast<size_t>(r)] && !joined_[static_cast<size_t>(r)]) return false;
+    if (!counts(entry, r)) return false;
   }
   return true;
+}
+
+std::map<std::string, TableEntry> MessageTable::takeAll() {
+  std::map<std::string, TableEntry> all;
+  all.swap(entries_);
+  touched_.clear();
+  return all;
 }
 
 std::vector<std::pair<std::string, TableEntry>> MessageTable::takeReady() {

@@ -8,14 +8,14 @@
 namespace zen::controller {
 
 CacheKey CacheKey::of(const Request& q) {
-  return CacheKey{q.name,     q.op,       q.dtype,   q.shape, q.device,
-                  q.reduceOp, q.rootRank, q.rowSize, q.splits};
+  return CacheKey{q.name,     q.op,       q.dtype,   q.shape,  q.device,
+                  q.reduceOp, q.rootRank, q.rowSize, q.splits, q.processSet};
 }
 
 bool CacheKey::operator==(const CacheKey& o) const {
   return name == o.name && op == o.op && dtype == o.dtype && shape == o.shape &&
          device == o.device && reduceOp == o.reduceOp && rootRank == o.rootRank &&
-         rowSize == o.rowSize && splits == o.splits;
+         rowSize == o.rowSize && splits == o.splits && processSet == o.processSet;
 }
 
 bool isCacheable(ResponseType type) {
@@ -27,7 +27,7 @@ bool isCacheable(ResponseType type) {
 ResponseCache::ResponseCache(int capacity) : capacity_(std::max(capacity, 0)) {}
 
 ResponseCache::Lookup ResponseCache::lookup(const Request& request) const {
-  auto it = byName_.find(request.name);
+  auto it = byName_.find({request.processSet, request.name});
   if (it == byName_.end()) return {};
   const Entry& e = *it->second;
   return {e.key == CacheKey::of(request) ? State::kHit : State::kInvalid, e.bit};
@@ -60,7 +60,7 @@ int ResponseCache::takeFreeBit() {
 
 void ResponseCache::put(const Response& response, const CacheKey& key) {
   if (!enabled()) return;
-  auto found = byName_.find(key.name);
+  auto found = byName_.find({key.processSet, key.name});
   if (found != byName_.end()) {
     found->second->response = response;
     found->second->key = key;
@@ -74,17 +74,30 @@ void ResponseCache::put(const Response& response, const CacheKey& key) {
   const int bit = takeFreeBit();
   lru_.push_back(Entry{response, key, bit});
   slots_[static_cast<size_t>(bit)] = std::prev(lru_.end());
-  byName_[key.name] = std::prev(lru_.end());
+  byName_[{key.processSet, key.name}] = std::prev(lru_.end());
+  if (key.processSet != kGlobalProcessSet) setBits_[key.processSet].insert(bit);
 }
 
 void ResponseCache::erase(int bit) {
   if (!hasBit(bit)) return;
   auto it = *slots_[static_cast<size_t>(bit)];
-  byName_.erase(it->key.name);
+  byName_.erase({it->key.processSet, it->key.name});
+  if (it->key.processSet != kGlobalProcessSet) {
+    auto set = setBits_.find(it->key.processSet);
+    set->second.erase(bit);
+    if (set->second.empty()) setBits_.erase(set);
+  }
   lru_.erase(it);
   slots_[static_cast<size_t>(bit)].reset();
   freeBits_.push_back(bit);
   std::push_heap(freeBits_.begin(), freeBits_.end(), std::greater<>());
+}
+
+void ResponseCache::eraseSet(int32_t id) {
+  auto set = setBits_.find(id);
+  if (set == setBits_.end()) return;
+  const std::set<int> bits = set->second;  // erase() edits setBits_
+  for (int bit : bits) erase(bit);
 }
 
 Response splitResponse(const Response& response, size_t i) {

@@ -6,17 +6,26 @@
 // the same tensor on every rank without any communication, and steady state needs only one
 // bitwise AND over the bits (controller/cache_bits.h).
 //
-// The key is (name, op, dtype, dense shape, device, reduce op, root, row size, alltoall
-// splits), and never a sparse tensor's nnz: nnz changes every step, and keying on it would
+// The key is (process set, name, op, dtype, dense shape, device, reduce op, root, row size,
+// alltoall splits), and never a sparse tensor's nnz: nnz changes every step, and keying on it would
 // send every step down the slow path, as Horovod's allgather-based sparse path does. An
 // alltoall whose splits change on any rank goes stale there and is renegotiated (its
-// response holds every rank's splits).
+// response holds every rank's splits). An entry is found by (process set, name): the same
+// name may be cached for several sets. Every rank caches every set's responses, members or
+// not, so that bit positions stay in step; entries of sets other than the job are indexed by
+// set, so that a non-member can report them as hits (controller/local_negotiator.h) and a
+// removed set's entries can be erased.
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/message.h"
@@ -36,13 +45,15 @@ struct CacheKey {
   int32_t rootRank = 0;
   int64_t rowSize = 1;
   std::vector<int64_t> splits;
+  int32_t processSet = kGlobalProcessSet;
 
   static CacheKey of(const Request& request);
   bool operator==(const CacheKey& o) const;
 };
 
-// Response types worth caching: those that repeat every step. Errors, joins and barriers never
-// are, nor broadcasts (typically a one-off at start that would only take bit positions).
+// Response types worth caching: those that repeat every step. Errors, joins, barriers and
+// process set registrations never are, nor broadcasts (typically a one-off at start that would
+// only take bit positions).
 bool isCacheable(ResponseType type);
 
 class ResponseCache {
@@ -81,6 +92,10 @@ class ResponseCache {
   // when the cache is full the least recently used entry is evicted first.
   void put(const Response& response, const CacheKey& key);
   void erase(int bit);
+  // Erases every entry of set `id` (ascending bits, so all ranks free the same bits).
+  void eraseSet(int32_t id);
+  // The bits of the entries of each set other than the job (sets without entries absent).
+  const std::map<int32_t, std::set<int>>& setBits() const { return setBits_; }
 
   // Entries evicted so far; the loop logs a one-time hint to raise ZEN_CACHE_CAPACITY.
   int64_t evictions() const { return evictions_; }
@@ -99,7 +114,14 @@ class ResponseCache {
   Lru lru_;
   std::vector<std::optional<Lru::iterator>> slots_;  // by bit; empty = a hole
   std::vector<int> freeBits_;                        // holes, kept as a min-heap
-  std::unordered_map<std::string, Lru::iterator> byName_;
+  using SetAndName = std::pair<int32_t, std::string>;
+  struct SetAndNameHash {
+    size_t operator()(const SetAndName& k) const {
+      return std::hash<std::string>()(k.second) ^ (static_cast<size_t>(k.first) * 0x9e3779b9U);
+    }
+  };
+  std::unordered_map<SetAndName, Lru::iterator, SetAndNameHash> byName_;
+  std::map<int32_t, std::set<int>> setBits_;
   int64_t evictions_ = 0;
 };
 

@@ -11,32 +11,43 @@
 
 namespace zen::controller {
 
-StallReport StallInspector::check(const MessageTable& table, TimePoint now) {
+StallReport StallInspector::check(const std::vector<StallTable>& tables, TimePoint now) {
   StallReport report;
   if (options_.checkSeconds <= 0) return report;
 
   // Names older than the check time, oldest first: the oldest is the likely culprit.
-  std::vector<std::pair<TimePoint, const std::string*>> stalled;
-  for (const auto& [name, entry] : table.entries()) {
-    if (secondsBetween(entry.firstSeen, now) >= options_.checkSeconds) {
-      stalled.emplace_back(entry.firstSeen, &name);
+  struct Stalled {
+    TimePoint firstSeen;
+    std::string shown;  // the name, with its set when not the job
+    const TableEntry* entry;
+    const StallTable* where;
+  };
+  std::vector<Stalled> stalled;
+  for (const StallTable& t : tables) {
+    for (const auto& [name, entry] : t.table->entries()) {
+      if (secondsBetween(entry.firstSeen, now) < options_.checkSeconds) continue;
+      std::string shown = t.processSet == kGlobalProcessSet
+                              ? name
+                              : fmt::format("{} (process set {})", name, t.processSet);
+      stalled.push_back(Stalled{entry.firstSeen, std::move(shown), &entry, &t});
     }
   }
   if (stalled.empty()) return report;
-  std::sort(stalled.begin(), stalled.end(), [](const auto& a, const auto& b) {
-    return a.first != b.first ? a.first < b.first : *a.second < *b.second;
+  std::sort(stalled.begin(), stalled.end(), [](const Stalled& a, const Stalled& b) {
+    return a.firstSeen != b.firstSeen ? a.firstSeen < b.firstSeen : a.shown < b.shown;
   });
 
   const bool canShutDown = options_.shutdownSeconds > 0;
-  std::map<int, std::vector<const std::string*>> missing;  // rank -> names, oldest first
+  std::map<int, std::vector<const std::string*>> missing;  // job rank -> names, oldest first
   std::set<int> pastShutdown;
-  for (const auto& [firstSeen, name] : stalled) {
-    const TableEntry& entry = table.entries().at(*name);
-    const bool tooOld = canShutDown && secondsBetween(firstSeen, now) >= options_.shutdownSeconds;
+  for (const Stalled& s : stalled) {
+    const MessageTable& table = *s.where->table;
+    const bool tooOld = canShutDown && secondsBetween(s.firstSeen, now) >= options_.shutdownSeconds;
     for (int r = 0; r < table.size(); ++r) {
-      if (entry.byRank[static_cast<size_t>(r)] || table.joined(r)) continue;
-      missing[r].push_back(name);
-      if (tooOld) pastShutdown.insert(r);
+      if (table.counts(*s.entry, r)) continue;
+      const int jobRank = s.where->members ? (*s.where->members)[static_cast<size_t>(r)] : r;
+      missing[jobRank].push_back(&s.shown);
+      if (tooOld) pastShutdown.insert(jobRank);
     }
   }
   for (const auto& kv : missing) report.missingRanks.push_back(kv.first);
@@ -51,7 +62,7 @@ StallReport StallInspector::check(const MessageTable& table, TimePoint now) {
       "ranks and have been waiting for the remaining ranks for more than {:g} seconds (longest: "
       "'{}', {:.1f} s). The missing ranks may be slow (data loading, uneven batches: consider "
       "join) or may be submitting different tensors, which deadlocks.",
-      options_.checkSeconds, *stalled.front().second, secondsBetween(stalled.front().first, now));
+      options_.checkSeconds, stalled.front().shown, secondsBetween(stalled.front().firstSeen, now));
   if (report.shutdown) {
     text += fmt::format(" Ranks marked ! have stalled past {:g} seconds: shutting down.",
                         options_.shutdownSeconds);

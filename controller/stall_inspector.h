@@ -5,8 +5,11 @@
 // it produces a warning naming, per missing rank, up to six of the names it has not posted,
 // oldest first, in Horovod's format ("Missing ranks:\n3: [a, b]"), at most once per check
 // period. Past ZEN_STALL_SHUTDOWN_TIME_SECONDS (when > 0) it asks for a shutdown and marks the
-// ranks responsible with "!", so a deadlocked job ends instead of hanging.
+// ranks responsible with "!", so a deadlocked job ends instead of hanging. It looks at every
+// process set's table; missing ranks are job ranks, and a name of a set other than the job
+// is shown with its set ("x (process set 2)").
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,14 +28,25 @@ struct StallOptions {
 struct StallReport {
   std::string warning;            // empty: nothing to say this cycle
   bool shutdown = false;          // a name has waited past shutdownSeconds
-  std::vector<int> missingRanks;  // ranks holding up names older than checkSeconds
+  std::vector<int> missingRanks;  // job ranks holding up names older than checkSeconds
+};
+
+// One set's table; members maps its rank numbers to job ranks (nullptr: they are job ranks).
+struct StallTable {
+  int32_t processSet = 0;
+  const MessageTable* table = nullptr;
+  const std::vector<int32_t>* members = nullptr;
 };
 
 class StallInspector {
  public:
   explicit StallInspector(StallOptions options) : options_(options) {}
 
-  StallReport check(const MessageTable& table, TimePoint now);
+  StallReport check(const std::vector<StallTable>& tables, TimePoint now);
+  // The job's table alone.
+  StallReport check(const MessageTable& table, TimePoint now) {
+    return check({StallTable{0, &table, nullptr}}, now);
+  }
 
  private:
   StallOptions options_;

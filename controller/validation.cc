@@ -3,6 +3,7 @@
 #include "controller/validation.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <functional>
 #include <optional>
@@ -59,6 +60,11 @@ std::string deviceKind(const Request& q) {
   return q.device.kind == Device::Kind::kCpu ? "cpu" : "cuda";
 }
 
+template <typename T>
+std::string joinInts(const std::vector<T>& v) {
+  return fmt::format("[{}]", fmt::join(v, ", "));
+}
+
 std::optional<std::string> firstDisagreement(const std::string& name,
                                              const std::vector<const Request*>& posters) {
   const OpType op = posters.front()->op;
@@ -88,17 +94,19 @@ std::optional<std::string> firstDisagreement(const std::string& name,
     const auto root = [](const Request& q) { return std::to_string(q.rootRank); };
     fields.push_back({"root rank", root, root});
   }
+  if (op == OpType::kAddProcessSet) {
+    const auto members = [](const Request& q) { return joinInts(q.members); };
+    fields.push_back({"members", members, members});
+  }
+  if (op == OpType::kRemoveProcessSet) {
+    const auto set = [](const Request& q) { return std::to_string(q.processSet); };
+    fields.push_back({"process set", set, set});
+  }
   // Op first: when ops differ, the other fields' differences are only a symptom.
   for (const Field& f : fields) {
     if (auto msg = disagreement(name, posters, f)) return msg;
   }
   return std::nullopt;
-}
-
-std::string joinInts(const std::vector<int64_t>& v) {
-  std::string out = "[";
-  for (size_t i = 0; i < v.size(); ++i) out += fmt::format("{}{}", i ? ", " : "", v[i]);
-  return out + "]";
 }
 
 // What is wrong with one rank's alltoall splits for a job of `size` ranks, "" when nothing:
@@ -179,6 +187,10 @@ Status checkRequest(const Request& q, int size) {
   ZEN_CHECK_ARG(q.rank >= 0 && q.rank < size, "tensor '{}': rank {} outside [0, {})", q.name,
                 q.rank, size);
   ZEN_CHECK_ARG(!q.name.empty(), "a {} request needs a tensor name", opTypeName(q.op));
+  ZEN_CHECK_ARG(q.processSet >= 0, "tensor '{}': process set {} (ids are 0, the job, or >= 1)",
+                q.name, q.processSet);
+  ZEN_CHECK_ARG(q.members.empty() || q.op == OpType::kAddProcessSet,
+                "tensor '{}': members are for add_process_set, not {}", q.name, opTypeName(q.op));
   switch (q.op) {
     case OpType::kSparseAllreduce:
       ZEN_CHECK_ARG(q.shape.rank() >= 1,
@@ -210,6 +222,19 @@ Status checkRequest(const Request& q, int size) {
     case OpType::kJoin:
       ZEN_CHECK_ARG(q.name == kJoinTensorName, "join requests are named '{}', got '{}'",
                     kJoinTensorName, q.name);
+      ZEN_CHECK_ARG(q.processSet == kGlobalProcessSet,
+                    "join is for the whole job, not process set {}", q.processSet);
+      break;
+    case OpType::kAddProcessSet:
+      // The member list itself is judged by rank 0 against every rank's (set_registration.h):
+      // a rank refused here would leave the others waiting.
+      ZEN_CHECK_ARG(q.processSet == kGlobalProcessSet,
+                    "'{}': every rank of the job adds a process set (process set 0), not {}",
+                    q.name, q.processSet);
+      break;
+    case OpType::kRemoveProcessSet:
+      ZEN_CHECK_ARG(q.processSet != kGlobalProcessSet,
+                    "'{}': process set 0 (the whole job) cannot be removed", q.name);
       break;
     case OpType::kAllreduce:
       if (q.reduceOp == ReduceOp::kAdasum) ZEN_RETURN_IF_ERROR(checkAdasum(q, size));
@@ -232,29 +257,37 @@ Response errorResponse(const std::string& name, std::string message) {
   return r;
 }
 
-Response buildResponse(const std::string& name,
-                       const TableEntry& entry,
-                       const std::vector<bool>& joined) {
+std::optional<std::string> entryProblem(const std::string& name, const TableEntry& entry) {
   const int size = static_cast<int>(entry.byRank.size());
   if (!entry.duplicateRanks.empty()) {
-    return errorResponse(
-        name, fmt::format("tensor '{}': {} posted it again while the previous one was still in "
-                          "flight (names must be unique among pending tensors)",
-                          name, formatRanks(entry.duplicateRanks)));
+    return fmt::format(
+        "tensor '{}': {} posted it again while the previous one was still in "
+        "flight (names must be unique among pending tensors)",
+        name, formatRanks(entry.duplicateRanks));
   }
+  const std::vector<const Request*> posters = postersOf(entry);
+  if (posters.empty()) return fmt::format("tensor '{}': no rank posted it", name);
+  for (const Request* q : posters) {
+    Status s = checkRequest(*q, size);
+    if (!s.isOk()) return fmt::format("{} (from rank {})", s.message(), q->rank);
+  }
+  return firstDisagreement(name, posters);
+}
+
+std::vector<const Request*> postersOf(const TableEntry& entry) {
   std::vector<const Request*> posters;
   for (const auto& q : entry.byRank) {
     if (q) posters.push_back(&*q);
   }
-  if (posters.empty())
-    return errorResponse(name, fmt::format("tensor '{}': no rank posted it", name));
-  for (const Request* q : posters) {
-    Status s = checkRequest(*q, size);
-    if (!s.isOk())
-      return errorResponse(name, fmt::format("{} (from rank {})", s.message(), q->rank));
-  }
-  if (auto msg = firstDisagreement(name, posters)) return errorResponse(name, std::move(*msg));
+  return posters;
+}
 
+Response buildResponse(const std::string& name,
+                       const TableEntry& entry,
+                       const std::vector<bool>& joined) {
+  const int size = static_cast<int>(entry.byRank.size());
+  if (auto msg = entryProblem(name, entry)) return errorResponse(name, std::move(*msg));
+  const std::vector<const Request*> posters = postersOf(entry);
   const Request& ref = *posters.front();
   if (ref.op == OpType::kAlltoall) {
     std::vector<int> joinedRanks;

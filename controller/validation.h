@@ -9,6 +9,7 @@
 // splits are checked here, for every rank at once: size entries, none negative, summing to
 // that rank's first dimension (or, without splits, a first dimension divisible by size).
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,18 @@
 namespace zen::controller {
 
 // Checks one request on its own, before any other rank's is known: op-specific fields make
-// sense (sparse row size matches the dense shape, broadcast root in range, join name). Used
-// at enqueue, so a bad call fails at once on the calling rank, and again on rank 0.
+// sense (sparse row size matches the dense shape, broadcast root in range, join name, process
+// set fields). size: the ranks of the request's process set, which its rank numbers are
+// within. Used at enqueue, so a bad call fails at once on the calling rank, and again on
+// rank 0.
 Status checkRequest(const Request& request, int size);
+
+// What every rank is told when a ready entry cannot run: a name posted twice, a request that
+// fails checkRequest, or ranks that disagree (op first, then dtype, device kind, shape, reduce
+// op, row size, root, add_process_set's members, remove_process_set's set). nullopt: none.
+std::optional<std::string> entryProblem(const std::string& name, const TableEntry& entry);
+// The requests of the ranks that posted, in rank order.
+std::vector<const Request*> postersOf(const TableEntry& entry);
 
 // The response for a ready name. `joined[r]` says rank r joined instead of posting.
 Response buildResponse(const std::string& name,

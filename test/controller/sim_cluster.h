@@ -9,6 +9,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "controller/coordinator.h"
@@ -40,6 +41,36 @@ inline Request makeRequest(int rank,
 inline Request sparseRequest(int rank, const std::string& name, int64_t rows, int64_t width) {
   return makeRequest(rank, name, OpType::kSparseAllreduce, DataType::kFloat32,
                      TensorShape({rows, width}));
+}
+
+// A request of process set `set`; setRank is the poster's position in the set's members.
+inline Request setRequest(int32_t set,
+                          int setRank,
+                          const std::string& name,
+                          OpType op = OpType::kAllreduce,
+                          DataType dtype = DataType::kFloat32,
+                          TensorShape shape = TensorShape({4, 4})) {
+  Request q = makeRequest(setRank, name, op, dtype, std::move(shape));
+  q.processSet = set;
+  return q;
+}
+
+// Job rank `rank`'s k-th add_process_set (as the runtime names it).
+inline Request addSetRequest(int rank, int k, std::vector<int32_t> members) {
+  Request q = makeRequest(rank, "process_set.add." + std::to_string(k), OpType::kAddProcessSet);
+  q.shape = TensorShape();
+  q.rowSize = 1;
+  q.members = std::move(members);
+  return q;
+}
+
+inline Request removeSetRequest(int rank, int32_t id) {
+  Request q =
+      makeRequest(rank, "process_set.remove." + std::to_string(id), OpType::kRemoveProcessSet);
+  q.shape = TensorShape();
+  q.rowSize = 1;
+  q.processSet = id;
+  return q;
 }
 
 struct SimOptions {
@@ -82,6 +113,10 @@ class SimCluster {
   Coordinator& coordinator() { return *coordinator_; }
 
   Status post(const Request& q, TimePoint now = TimePoint()) { return rank(q.rank).post(q, now); }
+  // A request of a process set: q.rank is the poster's rank within the set, jobRank its rank.
+  Status postAs(int jobRank, const Request& q, TimePoint now = TimePoint()) {
+    return rank(jobRank).post(q, now);
+  }
 
   // One cycle on every rank. Checks that all ranks take the same path and, on the fast path,
   // build the same plan.
@@ -139,9 +174,15 @@ class SimCluster {
   // name -> bit of every rank's cache; the test compares them.
   std::map<std::string, int> cacheBits(int r) {
     std::map<std::string, int> bits;
+    for (const auto& [key, bit] : setCacheBits(r)) bits[key.second] = bit;
+    return bits;
+  }
+  // (process set, name) -> bit.
+  std::map<std::pair<int32_t, std::string>, int> setCacheBits(int r) {
+    std::map<std::pair<int32_t, std::string>, int> bits;
     const ResponseCache& cache = rank(r).cache();
     for (int b = 0; b < cache.numBits(); ++b) {
-      if (cache.hasBit(b)) bits[cache.peek(b).tensorNames[0]] = b;
+      if (cache.hasBit(b)) bits[{cache.peek(b).processSet, cache.peek(b).tensorNames[0]}] = b;
     }
     return bits;
   }
