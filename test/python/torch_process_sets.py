@@ -258,24 +258,27 @@ def _grad(w, rank, step):
 @check
 def distributed_optimizer_over_a_set():
     """DistributedOptimizer(process_set=A): ranks 0 and 1 step on A's averaged gradient, ranks
-    2 and 3 (outside A) on their own; numpy SGD is the reference."""
+    2 and 3 (outside A) on their own; numpy SGD is the reference. Compression.topk sending
+    every element (through the sparse allreduce over A) must give the same."""
     lr, steps = 0.1, 3
     w0 = np.array([0.5, -0.25, 1.0])
-    w = torch.nn.Parameter(torch.tensor(w0))
-    opt = hvd.DistributedOptimizer(torch.optim.SGD([w], lr=lr), named_parameters=[("w", w)],
-                                   process_set=A)
-    want = w0.copy()
-    for step in range(steps):
-        opt.zero_grad()
-        x, y = (torch.from_numpy(a) for a in _features(hvd.rank(), step))
-        ((x @ w - y) ** 2).mean().backward()
-        opt.step()
-        if hvd.rank() in A.ranks:
-            grad = sum(_grad(want, r, step) for r in A.ranks) / A.size()
-        else:
-            grad = _grad(want, hvd.rank(), step)
-        want = want - lr * grad
-    assert np.allclose(w.detach().numpy(), want, rtol=1e-12, atol=1e-12), (w, want)
+    for compression in (hvd.Compression.none, hvd.Compression.topk(1.0, min_size=1)):
+        w = torch.nn.Parameter(torch.tensor(w0))
+        opt = hvd.DistributedOptimizer(torch.optim.SGD([w], lr=lr), named_parameters=[("w", w)],
+                                       compression=compression, process_set=A)
+        want = w0.copy()
+        for step in range(steps):
+            opt.zero_grad()
+            x, y = (torch.from_numpy(a) for a in _features(hvd.rank(), step))
+            ((x @ w - y) ** 2).mean().backward()
+            opt.step()
+            if hvd.rank() in A.ranks:
+                grad = sum(_grad(want, r, step) for r in A.ranks) / A.size()
+            else:
+                grad = _grad(want, hvd.rank(), step)
+            want = want - lr * grad
+        assert np.allclose(w.detach().numpy(), want, rtol=1e-12, atol=1e-12), \
+            (compression, w, want)
     expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
         torch.optim.SGD([w], lr=lr), named_parameters=[("w", w)], op=hvd.Adasum,
         process_set=A), "global process set only")
