@@ -25,6 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.append(os.path.join(ROOT, "bindings", "python"))
 
 import zen.torch as hvd  # noqa: E402
+from adasum_reference import adasum_tree, assert_close  # noqa: E402
 from rank_report import expect_raises, run_checks  # noqa: E402
 
 CHECKS = []
@@ -89,6 +90,15 @@ def allreduce_in_each_set():
                                     op=hvd.Max, name="x.group", process_set=own)
     for s, g in enumerate(grouped):
         assert_equal(g, np.maximum.reduce([data(r, seed=s) for r in own.ranks]))
+
+
+@check
+def adasum_in_each_set():
+    own, _ = mine()
+    x = data(hvd.rank(), shape=(7,), seed=14).astype(np.float64)
+    got = hvd.allreduce(t(x), op=hvd.Adasum, name="adasum", process_set=own)
+    want = adasum_tree([data(r, shape=(7,), seed=14) for r in own.ranks])
+    assert_close(got.numpy(), want, 1e-12, "adasum over %s" % own)
 
 
 @check
