@@ -306,6 +306,59 @@ size_t Api::handleCount() const {
   return records_.size();
 }
 
+Result<OpResult> Api::runToEnd(TensorOp op, const std::string& what) {
+  if (inCompletion()) {
+    // The set is registered by the loop that runs this completion: it would wait for itself.
+    return ZEN_ERROR(StatusCode::kFailedPrecondition, "{} cannot run inside a completion callback",
+                     what);
+  }
+  double timeout = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    timeout = config_.timeoutSeconds;
+  }
+  ZEN_ASSIGN_OR_RETURN(int64_t id, enqueue(std::move(op)));
+  bool finished = false;
+  Status status = wait(id, timeout, &finished);
+  if (!finished) {
+    (void)release(id);  // it holds no tensors of the caller's; the daemon ends it later
+    if (!status.isOk()) return status;
+    return ZEN_ERROR(StatusCode::kTimeout,
+                     "{} did not complete within ZEN_TIMEOUT ({} s): every rank of the job must "
+                     "call it, in the same order as its other process set adds and removes",
+                     what, timeout);
+  }
+  Result<const OpResult*> result = this->result(id);
+  Result<OpResult> out = !status.isOk()  ? Result<OpResult>(status)
+                         : result.isOk() ? Result<OpResult>(*result.value())
+                                         : Result<OpResult>(result.status());
+  (void)release(id);
+  return out;
+}
+
+Result<int32_t> Api::addProcessSet(std::vector<int32_t> ranks) {
+  ZEN_ASSIGN_OR_RETURN(OpResult result,
+                       runToEnd(TensorOp::addProcessSet(std::move(ranks)), "add_process_set"));
+  return result.processSet;
+}
+
+Status Api::removeProcessSet(int32_t id) {
+  return runToEnd(TensorOp::removeProcessSet(id), "remove_process_set").status();
+}
+
+Result<std::vector<int32_t>> Api::processSetRanks(int32_t id) const {
+  std::shared_ptr<Runtime> rt = runtime();
+  if (!rt) return notInitialized();
+  if (id == kGlobalProcessSet) {
+    std::vector<int32_t> all(static_cast<size_t>(rt->size()));
+    for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int32_t>(r);
+    return all;
+  }
+  std::vector<int32_t> ranks = rt->processSetRanks(id);
+  ZEN_CHECK_ARG(!ranks.empty(), "unknown process set {}: never added, or removed", id);
+  return ranks;
+}
+
 Result<RuntimeStats> Api::stats() const {
   std::shared_ptr<Runtime> rt = runtime();
   if (!rt) return notInitialized();

@@ -84,6 +84,18 @@ class Api {
   Status release(int64_t id);
   size_t handleCount() const;
 
+  // Process sets (core/message.h "Process sets"). Collectives of the whole job: every rank
+  // calls addProcessSet with the same ranks (any order) and removeProcessSet with the same id,
+  // in the same order as its other adds and removes. Each blocks until every rank has
+  // registered (removed) the set, at most ZEN_TIMEOUT (kTimeout: the operation stays posted);
+  // a refusal (ranks that differ between the ranks, a duplicate, a rank outside the job, an
+  // unknown id, the global set) fails on every rank. Not from a completion.
+  Result<int32_t> addProcessSet(std::vector<int32_t> ranks);
+  Status removeProcessSet(int32_t id);
+  // Set id's ranks in the job, ascending (kGlobalProcessSet: every rank); kInvalidArgument
+  // for an id this rank does not know (never added, or removed).
+  Result<std::vector<int32_t>> processSetRanks(int32_t id) const;
+
   Result<RuntimeStats> stats() const;
   Status startTimeline(const std::string& path, bool markCycles);
   Status stopTimeline();
@@ -100,6 +112,9 @@ class Api {
   };
 
   std::shared_ptr<Runtime> runtime() const;
+  // Enqueues op, waits for it (ZEN_TIMEOUT at most) and returns its result; what: its name
+  // in errors. addProcessSet and removeProcessSet.
+  Result<OpResult> runToEnd(TensorOp op, const std::string& what);
   Result<std::shared_ptr<Record>> find(int64_t id) const;
   // runtime_'s deleter: deletes rt, or in a completion or on one of rt's callback threads
   // (where it would wait for a loop that waits for it) hands the delete to a reaper thread.

@@ -1,6 +1,7 @@
 // The C API over the process's Api (bindings/c_api.h).
 #include "bindings/c_api.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -104,7 +105,8 @@ Result<std::string> nameOf(const char* name) {
   return std::string(name);
 }
 
-Result<TensorOp> opOf(const zen_op_t& op) {
+// The operation op describes, over every rank (opOf puts it in its process set).
+Result<TensorOp> globalOpOf(const zen_op_t& op) {
   switch (op.kind) {
     case ZEN_OP_ALLREDUCE: {
       ZEN_ASSIGN_OR_RETURN(std::string name, nameOf(op.name));
@@ -175,6 +177,14 @@ Result<TensorOp> opOf(const zen_op_t& op) {
       return ZEN_ERROR(StatusCode::kInvalidArgument, "unknown operation kind {} (zen_op_kind_t)",
                        op.kind);
   }
+}
+
+Result<TensorOp> opOf(const zen_op_t& op) {
+  ZEN_CHECK_ARG(op.kind != ZEN_OP_JOIN || op.process_set == kGlobalProcessSet,
+                "join runs over every rank: process set {} given", op.process_set);
+  ZEN_ASSIGN_OR_RETURN(TensorOp out, globalOpOf(op));
+  out.inProcessSet(op.process_set);
+  return out;
 }
 
 Completion completionOf(zen_completion_t done) {
@@ -441,6 +451,38 @@ int zen_enqueue_barrier(zen_completion_t done, zen_handle_t* handle) {
 
 int zen_enqueue_group(const zen_op_t* ops, int32_t count, zen_handle_t* handles) {
   return zen::bindings::enqueueOps(ops, count, handles);
+}
+
+int zen_add_process_set(const int32_t* ranks, int32_t count, int32_t* id) {
+  if (id == nullptr) return fail(ZEN_INVALID_ARGUMENT, "no place for the process set's id");
+  if (count < 0 || (count > 0 && ranks == nullptr)) {
+    return fail(ZEN_INVALID_ARGUMENT, "zen_add_process_set: " + std::to_string(count) +
+                                          " ranks at " + (ranks ? "an address" : "NULL"));
+  }
+  auto r = api().addProcessSet(std::vector<int32_t>(ranks, ranks + count));
+  if (!r.isOk()) return zen::bindings::failCall(r.status());
+  *id = r.value();
+  return ZEN_OK;
+}
+
+int zen_remove_process_set(int32_t id) {
+  const zen::Status status = api().removeProcessSet(id);
+  return status.isOk() ? ZEN_OK : zen::bindings::failCall(status);
+}
+
+int zen_process_set_ranks(int32_t id, int32_t* ranks, int32_t capacity, int32_t* count) {
+  if (count == nullptr) return fail(ZEN_INVALID_ARGUMENT, "no place for the rank count");
+  if (capacity < 0 || (capacity > 0 && ranks == nullptr)) {
+    return fail(ZEN_INVALID_ARGUMENT, "zen_process_set_ranks: room for " +
+                                          std::to_string(capacity) + " ranks at " +
+                                          (ranks ? "an address" : "NULL"));
+  }
+  auto r = api().processSetRanks(id);
+  if (!r.isOk()) return zen::bindings::failCall(r.status());
+  const std::vector<int32_t>& members = r.value();
+  *count = static_cast<int32_t>(members.size());
+  std::copy_n(members.begin(), std::min(members.size(), static_cast<size_t>(capacity)), ranks);
+  return ZEN_OK;
 }
 
 int zen_poll(zen_handle_t handle, int* done) {

@@ -56,8 +56,10 @@ extern "C" {
 /* 3: alltoall and reducescatter (zen_op_t gained splits and num_splits).
  * 4: zen_sparse_result_placed; the sparse result of CUDA inputs stays on their device
  *    (zen_sparse_result refuses it with ZEN_INVALID_ARGUMENT).
- * 5: ZEN_ADASUM. */
-#define ZEN_C_API_VERSION 5
+ * 5: ZEN_ADASUM.
+ * 6: process sets (zen_add_process_set, zen_remove_process_set, zen_process_set_ranks;
+ *    zen_op_t gained process_set). */
+#define ZEN_C_API_VERSION 6
 
 /* Codes 1..8 are the daemon's status codes (zen::StatusCode). */
 typedef enum zen_code {
@@ -252,7 +254,9 @@ ZEN_C_EXPORT int zen_enqueue_barrier(zen_completion_t done, zen_handle_t* handle
 /* One operation of a group. kind selects the fields used: name, input/output (dense ops;
  * broadcast uses input in place; alltoall and allgather input only), sparse and dense_output
  * (sparse allreduce; dense_output.data NULL for a sparse result), reduce_op, root_rank,
- * splits and num_splits (alltoall). */
+ * splits and num_splits (alltoall), process_set (every kind but join). The zen_enqueue_*
+ * functions above run over every rank; zen_enqueue_group with a process_set runs an
+ * operation over that set (see "process sets" below). */
 typedef struct zen_op {
   int32_t kind; /* zen_op_kind_t */
   const char* name;
@@ -265,10 +269,40 @@ typedef struct zen_op {
   zen_completion_t done;
   const int64_t* splits; /* alltoall: num_splits entries, or NULL for an equal split */
   int32_t num_splits;
+  int32_t process_set; /* the set it runs over: 0 (zero-initialized) is every rank */
 } zen_op_t;
 /* All or none; a group reaches the daemon in one cycle, so it fuses as well as it can
  * (horovod's grouped_allreduce). handles receives count handles. */
 ZEN_C_EXPORT int zen_enqueue_group(const zen_op_t* ops, int32_t count, zen_handle_t* handles);
+
+/* ---- process sets (Horovod's) ----
+ *
+ * A process set is a subset of the job's ranks that runs collectives together, known by the
+ * id zen_add_process_set returns (0 is the whole job). Rules:
+ * - Adding and removing are collectives of the whole job: every rank calls
+ *   zen_add_process_set with the same ranks (any order) and zen_remove_process_set with the
+ *   same id, in the same order as its other adds and removes. Each blocks until every rank has
+ *   registered (removed) the set, at most ZEN_TIMEOUT (then ZEN_TIMEOUT, and the request stays
+ *   posted); ranks that differ between the ranks, duplicates, ranks outside the job, an
+ *   unknown id or the global set fail it on every rank. Not from a completion. Ids are never
+ *   reused.
+ * - An operation over set s (zen_op_t.process_set = s) is enqueued by s's members only: a
+ *   non-member's or an unknown id's enqueue fails at once (ZEN_INVALID_ARGUMENT). Its rank
+ *   numbers (root_rank, splits, the order of gathered rows, received splits, reducescatter's
+ *   pieces) are ranks within s: positions in its ascending ranks. The same name may be in
+ *   flight in different sets at once.
+ * - Join is global only. Removing a set fails its operations still pending. */
+
+/* Registers ranks[0..count) as a new process set on every rank; *id receives its id. */
+ZEN_C_EXPORT int zen_add_process_set(const int32_t* ranks, int32_t count, int32_t* id);
+ZEN_C_EXPORT int zen_remove_process_set(int32_t id);
+/* Set id's ranks in the job, ascending: *count receives how many, and the first
+ * min(*count, capacity) are written to ranks (may be NULL with capacity 0). Id 0: every rank.
+ * ZEN_INVALID_ARGUMENT for an id this rank does not know. */
+ZEN_C_EXPORT int zen_process_set_ranks(int32_t id,
+                                       int32_t* ranks,
+                                       int32_t capacity,
+                                       int32_t* count);
 
 /* ---- completion ---- */
 

@@ -4,6 +4,7 @@
 // returns; Pending (zen_tf_async.h) ends it from the daemon's completion, running the kernel's
 // finish (outputs whose size only the collective knows, copied out of the handle). Inputs and
 // outputs stay alive until `done`, so the daemon reads and writes TensorFlow's memory directly.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -53,13 +54,49 @@ absl::Status allocateOutput(OpKernelContext* context, const TensorShape& shape, 
   return call->out.init(*output);
 }
 
-// The shape every zen kernel shares: name, prepare, enqueue, and Pending's end.
+// The process_set_id attribute of a collective (0, every rank, for join, which has none).
+int32_t processSetAttr(OpKernelConstruction* c) {
+  int32_t id = 0;
+  if (c->HasAttr("process_set_id")) {
+    const absl::Status status = c->GetAttr("process_set_id", &id);
+    if (!status.ok()) c->CtxFailure(__FILE__, __LINE__, status);
+  }
+  return id;
+}
+
+// Shape (first dimension) of this rank's piece of a reducescatter over set processSet:
+// zen_reducescatter_rows with the rank and size within the set (Horovod's split).
+absl::Status keepPiece(int32_t processSet, TensorShape* shape) {
+  int32_t size = 0;
+  int code = zen_process_set_ranks(processSet, nullptr, 0, &size);
+  if (code != ZEN_OK) return lastError(code);
+  std::vector<int32_t> ranks(static_cast<size_t>(size));
+  code = zen_process_set_ranks(processSet, ranks.data(), size, &size);
+  if (code != ZEN_OK) return lastError(code);
+  const int rank = zen_rank();
+  if (rank < 0) return lastError(ZEN_NOT_INITIALIZED);  // zen_rank's message
+  const auto me = std::find(ranks.begin(), ranks.end(), rank);
+  if (me == ranks.end()) {
+    return absl::InvalidArgumentError("zen: rank " + std::to_string(rank) +
+                                      " is not a member of process set " +
+                                      std::to_string(processSet));
+  }
+  shape->set_dim(0, zen_reducescatter_rows(shape->dim_size(0),
+                                           static_cast<int32_t>(me - ranks.begin()), size));
+  return absl::OkStatus();
+}
+
+// The shape every zen kernel shares: name, prepare, the operation's description, one
+// zen_enqueue_group (its zen_op_t carries the process set), and Pending's end.
 class ZenKernel : public AsyncOpKernel {
  public:
   // nameIndex: the scalar string input naming the operation (-1: none, join and barrier).
   // finish: reads the outputs whose size only the collective knows (null: none).
   ZenKernel(OpKernelConstruction* c, int nameIndex, Pending::Finish finish = nullptr)
-      : AsyncOpKernel(c), nameIndex_(nameIndex), finish_(std::move(finish)) {}
+      : AsyncOpKernel(c),
+        processSet_(processSetAttr(c)),
+        nameIndex_(nameIndex),
+        finish_(std::move(finish)) {}
 
   void ComputeAsync(OpKernelContext* context, DoneCallback done) final {
     Call call;
@@ -67,15 +104,23 @@ class ZenKernel : public AsyncOpKernel {
       OP_REQUIRES_OK_ASYNC(context, nameInput(context, nameIndex_, &call.name), done);
     }
     OP_REQUIRES_OK_ASYNC(context, prepare(context, &call), done);
+    zen_op_t op{};
+    op.name = call.name.c_str();
+    op.process_set = processSet_;
+    describe(call, &op);
     Pending::start(new Pending(context, std::move(done), finish_), [&](Pending* pending) {
+      op.done = pending->completion(0);
       zen_handle_t handle = 0;
-      return enqueue(call, pending->completion(0), &handle);
+      return zen_enqueue_group(&op, 1, &handle);
     });
   }
 
  protected:
   virtual absl::Status prepare(OpKernelContext* context, Call* call) = 0;
-  virtual int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) = 0;
+  // The kind and the kind's fields of op (name and process set are set).
+  virtual void describe(const Call& call, zen_op_t* op) = 0;
+
+  const int32_t processSet_;  // the process_set_id attribute
 
  private:
   const int nameIndex_;
@@ -103,9 +148,11 @@ class AllreduceOp : public ReduceKernel {
     TF_RETURN_IF_ERROR(viewInput(context, "allreduce", 0, call));
     return allocateOutput(context, context->input(0).shape(), call);
   }
-  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
-    return zen_enqueue_allreduce(call.name.c_str(), &call.in.c, &call.out.c, reduceOp_, completion,
-                                 handle);
+  void describe(const Call& call, zen_op_t* op) override {
+    op->kind = ZEN_OP_ALLREDUCE;
+    op->input = call.in.c;
+    op->output = call.out.c;
+    op->reduce_op = reduceOp_;
   }
 };
 
@@ -161,9 +208,10 @@ class SparseAllreduceOp : public ReduceKernel {
     s.row_size = rowSize;
     return zenDtype(values.dtype(), &s.dtype);
   }
-  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
-    return zen_enqueue_sparse_allreduce(call.name.c_str(), &call.sparse, reduceOp_, nullptr,
-                                        completion, handle);
+  void describe(const Call& call, zen_op_t* op) override {
+    op->kind = ZEN_OP_SPARSE_ALLREDUCE;
+    op->sparse = call.sparse;
+    op->reduce_op = reduceOp_;
   }
 };
 
@@ -194,8 +242,9 @@ class AllgatherOp : public ZenKernel {
   absl::Status prepare(OpKernelContext* context, Call* call) override {
     return viewInput(context, "allgather", 1, call);
   }
-  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
-    return zen_enqueue_allgather(call.name.c_str(), &call.in.c, completion, handle);
+  void describe(const Call& call, zen_op_t* op) override {
+    op->kind = ZEN_OP_ALLGATHER;
+    op->input = call.in.c;
   }
 };
 
@@ -217,8 +266,10 @@ class BroadcastOp : public ZenKernel {
     }
     return call->out.init(*output);
   }
-  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
-    return zen_enqueue_broadcast(call.name.c_str(), &call.out.c, rootRank_, completion, handle);
+  void describe(const Call& call, zen_op_t* op) override {
+    op->kind = ZEN_OP_BROADCAST;
+    op->input = call.out.c;
+    op->root_rank = rootRank_;
   }
 
  private:
@@ -256,19 +307,13 @@ class AlltoallOp : public ZenKernel {
     call->splits.assign(flat.data(), flat.data() + flat.size());
     return absl::OkStatus();
   }
-  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
-    return zen_enqueue_alltoall(call.name.c_str(), &call.in.c, call.splits.data(),
-                                static_cast<int32_t>(call.splits.size()), completion, handle);
+  void describe(const Call& call, zen_op_t* op) override {
+    op->kind = ZEN_OP_ALLTOALL;
+    op->input = call.in.c;
+    op->splits = call.splits.data();
+    op->num_splits = static_cast<int32_t>(call.splits.size());
   }
 };
-
-// shape's first dimension cut to this rank's piece (zen_reducescatter_rows, Horovod's split).
-absl::Status keepPiece(TensorShape* shape) {
-  const int rank = zen_rank();
-  if (rank < 0) return lastError(ZEN_NOT_INITIALIZED);  // zen_rank's message
-  shape->set_dim(0, zen_reducescatter_rows(shape->dim_size(0), rank, zen_size()));
-  return absl::OkStatus();
-}
 
 class ReducescatterOp : public ReduceKernel {
  public:
@@ -278,12 +323,14 @@ class ReducescatterOp : public ReduceKernel {
   absl::Status prepare(OpKernelContext* context, Call* call) override {
     TF_RETURN_IF_ERROR(viewInput(context, "reducescatter", 1, call));
     TensorShape shape = context->input(0).shape();
-    TF_RETURN_IF_ERROR(keepPiece(&shape));
+    TF_RETURN_IF_ERROR(keepPiece(processSet_, &shape));
     return allocateOutput(context, shape, call);
   }
-  int enqueue(const Call& call, zen_completion_t completion, zen_handle_t* handle) override {
-    return zen_enqueue_reducescatter(call.name.c_str(), &call.in.c, &call.out.c, reduceOp_,
-                                     completion, handle);
+  void describe(const Call& call, zen_op_t* op) override {
+    op->kind = ZEN_OP_REDUCESCATTER;
+    op->input = call.in.c;
+    op->output = call.out.c;
+    op->reduce_op = reduceOp_;
   }
 };
 
@@ -302,9 +349,7 @@ class JoinOp : public ZenKernel {
 
  protected:
   absl::Status prepare(OpKernelContext*, Call*) override { return absl::OkStatus(); }
-  int enqueue(const Call&, zen_completion_t completion, zen_handle_t* handle) override {
-    return zen_enqueue_join(completion, handle);
-  }
+  void describe(const Call&, zen_op_t* op) override { op->kind = ZEN_OP_JOIN; }
 };
 
 class BarrierOp : public ZenKernel {
@@ -313,9 +358,7 @@ class BarrierOp : public ZenKernel {
 
  protected:
   absl::Status prepare(OpKernelContext*, Call*) override { return absl::OkStatus(); }
-  int enqueue(const Call&, zen_completion_t completion, zen_handle_t* handle) override {
-    return zen_enqueue_barrier(completion, handle);
-  }
+  void describe(const Call&, zen_op_t* op) override { op->kind = ZEN_OP_BARRIER; }
 };
 
 // A list of tensors through one kind of dense operation (allreduce, allgather or
@@ -324,7 +367,7 @@ class BarrierOp : public ZenKernel {
 class GroupOp : public AsyncOpKernel {
  public:
   GroupOp(OpKernelConstruction* c, int32_t kind, const char* what)
-      : AsyncOpKernel(c), kind_(kind), what_(what) {
+      : AsyncOpKernel(c), kind_(kind), what_(what), processSet_(processSetAttr(c)) {
     if (kind != ZEN_OP_ALLGATHER) OP_REQUIRES_OK(c, c->GetAttr("reduce_op", &reduceOp_));
   }
 
@@ -350,9 +393,12 @@ class GroupOp : public AsyncOpKernel {
       ops[i].name = names[i].c_str();
       ops[i].input = in[i].c;
       ops[i].reduce_op = reduceOp_;
+      ops[i].process_set = processSet_;
       if (kind_ == ZEN_OP_ALLGATHER) continue;  // rows only the collective knows: in finish
       TensorShape shape = input.shape();
-      if (kind_ == ZEN_OP_REDUCESCATTER) OP_REQUIRES_OK_ASYNC(context, keepPiece(&shape), done);
+      if (kind_ == ZEN_OP_REDUCESCATTER) {
+        OP_REQUIRES_OK_ASYNC(context, keepPiece(processSet_, &shape), done);
+      }
       Tensor* output = nullptr;
       OP_REQUIRES_OK_ASYNC(context, context->allocate_output(index, shape, &output), done);
       OP_REQUIRES_OK_ASYNC(context, out[i].init(*output), done);
@@ -369,6 +415,7 @@ class GroupOp : public AsyncOpKernel {
  private:
   const int32_t kind_;
   const char* const what_;
+  const int32_t processSet_;
   int reduceOp_ = ZEN_AVERAGE;
 };
 

@@ -6,6 +6,8 @@
 // in flight for the daemon to fuse. The graph optimizer may then merge two collectives of
 // the same input and name, or drop one whose result is unused, the same way on every rank.
 // Join and barrier have no data to depend on and are stateful, so they are never dropped.
+// process_set_id: the process set an op runs over (zen.common.process_sets; 0: every rank);
+// its rank numbers (root_rank, splits, the order of gathered rows) are then within the set.
 #include "tensorflow/core/framework/common_shape_fns.h"
 #include "tensorflow/core/framework/op.h"
 #include "tensorflow/core/framework/shape_inference.h"
@@ -36,6 +38,7 @@ absl::Status unknownRowsOfEach(InferenceContext* c) {
 
 REGISTER_OP("ZenAllreduce")
     .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")
+    .Attr("process_set_id: int = 0")
     .Attr("reduce_op: int")
     .Input("tensor: T")
     .Input("tensor_name: string")
@@ -47,6 +50,7 @@ REGISTER_OP("ZenAllreduce")
 
 REGISTER_OP("ZenSparseAllreduce")
     .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")
+    .Attr("process_set_id: int = 0")
     .Attr("reduce_op: int")
     .Input("values: T")
     .Input("indices: int64")
@@ -66,6 +70,7 @@ REGISTER_OP("ZenSparseAllreduce")
 
 REGISTER_OP("ZenAllgather")
     .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")
+    .Attr("process_set_id: int = 0")
     .Input("tensor: T")
     .Input("tensor_name: string")
     .Output("gathered: T")
@@ -74,6 +79,7 @@ REGISTER_OP("ZenAllgather")
 
 REGISTER_OP("ZenBroadcast")
     .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")
+    .Attr("process_set_id: int = 0")
     .Attr("root_rank: int")
     .Input("tensor: T")
     .Input("tensor_name: string")
@@ -83,6 +89,7 @@ REGISTER_OP("ZenBroadcast")
 
 REGISTER_OP("ZenAlltoall")
     .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")
+    .Attr("process_set_id: int = 0")
     .Input("tensor: T")
     .Input("splits: int32")
     .Input("tensor_name: string")
@@ -100,6 +107,7 @@ REGISTER_OP("ZenAlltoall")
 
 REGISTER_OP("ZenReducescatter")
     .Attr("T: {float16, bfloat16, float32, float64, int32, int64}")
+    .Attr("process_set_id: int = 0")
     .Attr("reduce_op: int")
     .Input("tensor: T")
     .Input("tensor_name: string")
@@ -114,6 +122,7 @@ REGISTER_OP("ZenReducescatter")
 // cycle and fused where they fit; tensor i is named "<tensor_name>.<i>".
 REGISTER_OP("ZenGroupedAllreduce")
     .Attr("T: list({float16, bfloat16, float32, float64, int32, int64}) >= 1")
+    .Attr("process_set_id: int = 0")
     .Attr("reduce_op: int")
     .Input("tensors: T")
     .Input("tensor_name: string")
@@ -126,6 +135,7 @@ REGISTER_OP("ZenGroupedAllreduce")
 
 REGISTER_OP("ZenGroupedAllgather")
     .Attr("T: list({float16, bfloat16, float32, float64, int32, int64}) >= 1")
+    .Attr("process_set_id: int = 0")
     .Input("tensors: T")
     .Input("tensor_name: string")
     .Output("gathered: T")
@@ -134,6 +144,7 @@ REGISTER_OP("ZenGroupedAllgather")
 
 REGISTER_OP("ZenGroupedReducescatter")
     .Attr("T: list({float16, bfloat16, float32, float64, int32, int64}) >= 1")
+    .Attr("process_set_id: int = 0")
     .Attr("reduce_op: int")
     .Input("tensors: T")
     .Input("tensor_name: string")
@@ -148,8 +159,9 @@ REGISTER_OP("ZenJoin")
     .Doc("This rank has no more data; ends when every rank has joined.");
 
 REGISTER_OP("ZenBarrier")
+    .Attr("process_set_id: int = 0")
     .SetIsStateful()
     .SetShapeFn(shape_inference::NoOutputs)
-    .Doc("Ends when every rank has reached it.");
+    .Doc("Ends when every rank (of the process set) has reached it.");
 
 }  // namespace tensorflow

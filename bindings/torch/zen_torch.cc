@@ -131,16 +131,38 @@ torch::Tensor overDaemonMemory(const void* data,
       const_cast<void*>(data), sizes, [guard](void*) {}, options);
 }
 
+// One operation of `kind` named name (whose string outlives the enqueue).
+zen_op_t opOf(int32_t kind, const std::string& name, int32_t processSet) {
+  zen_op_t op{};
+  op.kind = kind;
+  op.name = name.c_str();
+  op.process_set = processSet;
+  return op;
+}
+
+// Posts one operation: through zen_enqueue_group, whose zen_op_t names the process set (the
+// single-operation C functions run over every rank).
+int64_t enqueueOne(const zen_op_t& op) {
+  zen_handle_t h = 0;
+  checkEnqueue(zen_enqueue_group(&op, 1, &h));
+  return h;
+}
+
+// processSet (every function below): the id of the set the operation runs over, 0 for every
+// rank; rank numbers (root, splits) are then within the set.
 int64_t allreduceAsync(const std::string& name,
                        const torch::Tensor& input,
                        const torch::Tensor& output,
                        int32_t op,
-                       int64_t stream) {
+                       int64_t stream,
+                       int32_t processSet) {
   TensorArg in(input, "allreduce input", stream);
   TensorArg out(output, "allreduce output");
-  zen_handle_t h = 0;
-  checkEnqueue(zen_enqueue_allreduce(name.c_str(), &in.c, &out.c, op, ZEN_NO_COMPLETION, &h));
-  return h;
+  zen_op_t o = opOf(ZEN_OP_ALLREDUCE, name, processSet);
+  o.input = in.c;
+  o.output = out.c;
+  o.reduce_op = op;
+  return enqueueOne(o);
 }
 
 // One group of dense input -> output operations of `kind` (ZEN_OP_ALLREDUCE or
@@ -151,7 +173,8 @@ std::vector<int64_t> groupedDenseAsync(int32_t kind,
                                        const std::vector<torch::Tensor>& inputs,
                                        const std::vector<torch::Tensor>& outputs,
                                        int32_t op,
-                                       int64_t stream) {
+                                       int64_t stream,
+                                       int32_t processSet) {
   if (names.size() != inputs.size() || inputs.size() != outputs.size() || inputs.empty()) {
     throw std::invalid_argument(std::string(what) + ": one name and output per input tensor");
   }
@@ -163,9 +186,7 @@ std::vector<int64_t> groupedDenseAsync(int32_t kind,
     args.push_back(std::make_unique<TensorArg>(inputs[i], input.c_str(), stream));
     args.push_back(std::make_unique<TensorArg>(outputs[i], output.c_str()));
     zen_op_t& o = ops[i];
-    o = zen_op_t{};
-    o.kind = kind;
-    o.name = names[i].c_str();
+    o = opOf(kind, names[i], processSet);
     o.input = args[args.size() - 2]->c;
     o.output = args.back()->c;
     o.reduce_op = op;
@@ -179,9 +200,10 @@ std::vector<int64_t> groupedAllreduceAsync(const std::vector<std::string>& names
                                            const std::vector<torch::Tensor>& inputs,
                                            const std::vector<torch::Tensor>& outputs,
                                            int32_t op,
-                                           int64_t stream) {
+                                           int64_t stream,
+                                           int32_t processSet) {
   return groupedDenseAsync(ZEN_OP_ALLREDUCE, "grouped allreduce", names, inputs, outputs, op,
-                           stream);
+                           stream, processSet);
 }
 
 // outputs[i]: this rank's piece of inputs[i], as reducescatterAsync's output.
@@ -189,9 +211,10 @@ std::vector<int64_t> groupedReducescatterAsync(const std::vector<std::string>& n
                                                const std::vector<torch::Tensor>& inputs,
                                                const std::vector<torch::Tensor>& outputs,
                                                int32_t op,
-                                               int64_t stream) {
+                                               int64_t stream,
+                                               int32_t processSet) {
   return groupedDenseAsync(ZEN_OP_REDUCESCATTER, "grouped reducescatter", names, inputs, outputs,
-                           op, stream);
+                           op, stream, processSet);
 }
 
 // indices: [nnz] int64 rows; values: [nnz, ...] (row_size = product of the trailing dims).
@@ -201,7 +224,8 @@ int64_t sparseAllreduceAsync(const std::string& name,
                              int64_t numRows,
                              int32_t op,
                              const c10::optional<torch::Tensor>& denseOutput,
-                             int64_t stream) {
+                             int64_t stream,
+                             int32_t processSet) {
   const Placement p = placementOf(values, "sparse values");
   if (placementOf(indices, "sparse indices").type != p.type ||
       indices.device() != values.device()) {
@@ -213,7 +237,8 @@ int64_t sparseAllreduceAsync(const std::string& name,
   if (values.dim() < 1 || values.size(0) != indices.size(0)) {
     throw std::invalid_argument("sparse values need one row per index");
   }
-  zen_sparse_tensor_t s{};
+  zen_op_t o = opOf(ZEN_OP_SPARSE_ALLREDUCE, name, processSet);
+  zen_sparse_tensor_t& s = o.sparse;
   s.indices = indices.data_ptr<int64_t>();
   s.values = values.data_ptr();
   s.nnz = indices.size(0);
@@ -224,34 +249,37 @@ int64_t sparseAllreduceAsync(const std::string& name,
   s.device_type = p.type;
   s.device_index = p.index;
   if (p.type == ZEN_DEVICE_CUDA) s.stream = reinterpret_cast<void*>(stream);
-  zen_handle_t h = 0;
+  o.reduce_op = op;
+  std::unique_ptr<TensorArg> out;
   if (denseOutput.has_value()) {
-    TensorArg out(*denseOutput, "sparse allreduce dense output");
-    checkEnqueue(zen_enqueue_sparse_allreduce(name.c_str(), &s, op, &out.c, ZEN_NO_COMPLETION, &h));
-  } else {
-    checkEnqueue(
-        zen_enqueue_sparse_allreduce(name.c_str(), &s, op, nullptr, ZEN_NO_COMPLETION, &h));
+    out = std::make_unique<TensorArg>(*denseOutput, "sparse allreduce dense output");
+    o.dense_output = out->c;
   }
-  return h;
+  return enqueueOne(o);
 }
 
-int64_t allgatherAsync(const std::string& name, const torch::Tensor& input, int64_t stream) {
+int64_t allgatherAsync(const std::string& name,
+                       const torch::Tensor& input,
+                       int64_t stream,
+                       int32_t processSet) {
   TensorArg in(input, "allgather input", stream);
-  zen_handle_t h = 0;
-  checkEnqueue(zen_enqueue_allgather(name.c_str(), &in.c, ZEN_NO_COMPLETION, &h));
-  return h;
+  zen_op_t o = opOf(ZEN_OP_ALLGATHER, name, processSet);
+  o.input = in.c;
+  return enqueueOne(o);
 }
 
 // splits: rows to each rank (Horovod's), none for an equal split.
 int64_t alltoallAsync(const std::string& name,
                       const torch::Tensor& input,
                       const std::vector<int64_t>& splits,
-                      int64_t stream) {
+                      int64_t stream,
+                      int32_t processSet) {
   TensorArg in(input, "alltoall input", stream);
-  zen_handle_t h = 0;
-  checkEnqueue(zen_enqueue_alltoall(name.c_str(), &in.c, splits.empty() ? nullptr : splits.data(),
-                                    static_cast<int32_t>(splits.size()), ZEN_NO_COMPLETION, &h));
-  return h;
+  zen_op_t o = opOf(ZEN_OP_ALLTOALL, name, processSet);
+  o.input = in.c;
+  o.splits = splits.empty() ? nullptr : splits.data();
+  o.num_splits = static_cast<int32_t>(splits.size());
+  return enqueueOne(o);
 }
 
 // output: this rank's piece, [reducescatter_rows(rows, rank, size), ...].
@@ -259,12 +287,15 @@ int64_t reducescatterAsync(const std::string& name,
                            const torch::Tensor& input,
                            const torch::Tensor& output,
                            int32_t op,
-                           int64_t stream) {
+                           int64_t stream,
+                           int32_t processSet) {
   TensorArg in(input, "reducescatter input", stream);
   TensorArg out(output, "reducescatter output");
-  zen_handle_t h = 0;
-  checkEnqueue(zen_enqueue_reducescatter(name.c_str(), &in.c, &out.c, op, ZEN_NO_COMPLETION, &h));
-  return h;
+  zen_op_t o = opOf(ZEN_OP_REDUCESCATTER, name, processSet);
+  o.input = in.c;
+  o.output = out.c;
+  o.reduce_op = op;
+  return enqueueOne(o);
 }
 
 int64_t reducescatterRows(int64_t rows, int32_t rank, int32_t size) {
@@ -276,11 +307,13 @@ int64_t reducescatterRows(int64_t rows, int32_t rank, int32_t size) {
 int64_t broadcastAsync(const std::string& name,
                        const torch::Tensor& tensor,
                        int32_t root,
-                       int64_t stream) {
+                       int64_t stream,
+                       int32_t processSet) {
   TensorArg t(tensor, "broadcast tensor", stream);
-  zen_handle_t h = 0;
-  checkEnqueue(zen_enqueue_broadcast(name.c_str(), &t.c, root, ZEN_NO_COMPLETION, &h));
-  return h;
+  zen_op_t o = opOf(ZEN_OP_BROADCAST, name, processSet);
+  o.input = t.c;
+  o.root_rank = root;
+  return enqueueOne(o);
 }
 
 int64_t joinAsync() {
@@ -289,10 +322,11 @@ int64_t joinAsync() {
   return h;
 }
 
-int64_t barrierAsync() {
-  zen_handle_t h = 0;
-  checkEnqueue(zen_enqueue_barrier(ZEN_NO_COMPLETION, &h));
-  return h;
+int64_t barrierAsync(int32_t processSet) {
+  zen_op_t o{};
+  o.kind = ZEN_OP_BARRIER;
+  o.process_set = processSet;
+  return enqueueOne(o);
 }
 
 bool poll(int64_t handle) {
@@ -439,28 +473,32 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("version", [] { return std::string(zen_version()); });
   m.def("cuda_built", [] { return zen_cuda_built() != 0; });
   // stream: the framework's cudaStream_t as an integer, for CUDA tensors (0: the default).
+  // process_set: the set's id (zen.common.process_sets), 0 for every rank.
   m.def("allreduce_async", &allreduceAsync, pybind11::arg("name"), pybind11::arg("input"),
-        pybind11::arg("output"), pybind11::arg("op"), pybind11::arg("stream") = 0);
+        pybind11::arg("output"), pybind11::arg("op"), pybind11::arg("stream") = 0,
+        pybind11::arg("process_set") = 0);
   m.def("grouped_allreduce_async", &groupedAllreduceAsync, pybind11::arg("names"),
         pybind11::arg("inputs"), pybind11::arg("outputs"), pybind11::arg("op"),
-        pybind11::arg("stream") = 0);
+        pybind11::arg("stream") = 0, pybind11::arg("process_set") = 0);
   m.def("sparse_allreduce_async", &sparseAllreduceAsync, pybind11::arg("name"),
         pybind11::arg("indices"), pybind11::arg("values"), pybind11::arg("num_rows"),
-        pybind11::arg("op"), pybind11::arg("dense_output"), pybind11::arg("stream") = 0);
+        pybind11::arg("op"), pybind11::arg("dense_output"), pybind11::arg("stream") = 0,
+        pybind11::arg("process_set") = 0);
   m.def("allgather_async", &allgatherAsync, pybind11::arg("name"), pybind11::arg("input"),
-        pybind11::arg("stream") = 0);
+        pybind11::arg("stream") = 0, pybind11::arg("process_set") = 0);
   m.def("alltoall_async", &alltoallAsync, pybind11::arg("name"), pybind11::arg("input"),
-        pybind11::arg("splits"), pybind11::arg("stream") = 0);
+        pybind11::arg("splits"), pybind11::arg("stream") = 0, pybind11::arg("process_set") = 0);
   m.def("reducescatter_async", &reducescatterAsync, pybind11::arg("name"), pybind11::arg("input"),
-        pybind11::arg("output"), pybind11::arg("op"), pybind11::arg("stream") = 0);
+        pybind11::arg("output"), pybind11::arg("op"), pybind11::arg("stream") = 0,
+        pybind11::arg("process_set") = 0);
   m.def("grouped_reducescatter_async", &groupedReducescatterAsync, pybind11::arg("names"),
         pybind11::arg("inputs"), pybind11::arg("outputs"), pybind11::arg("op"),
-        pybind11::arg("stream") = 0);
+        pybind11::arg("stream") = 0, pybind11::arg("process_set") = 0);
   m.def("reducescatter_rows", &reducescatterRows);
   m.def("broadcast_async", &broadcastAsync, pybind11::arg("name"), pybind11::arg("tensor"),
-        pybind11::arg("root"), pybind11::arg("stream") = 0);
+        pybind11::arg("root"), pybind11::arg("stream") = 0, pybind11::arg("process_set") = 0);
   m.def("join_async", &joinAsync);
-  m.def("barrier_async", &barrierAsync);
+  m.def("barrier_async", &barrierAsync, pybind11::arg("process_set") = 0);
   m.def("poll", &poll);
   m.def("wait", &wait);
   m.def("sparse_result", &sparseResult);

@@ -548,6 +548,129 @@ TEST(CApi, EveryFunctionAcrossForkedTcpRanks) {
   }
 }
 
+// A dense float operation of kind over process set ps, posted through zen_enqueue_group (the
+// single-operation functions run over every rank); its handle, 0 when refused.
+zen_handle_t enqueueInSet(int32_t kind,
+                          const char* name,
+                          zen_tensor_t* in,
+                          zen_tensor_t* out,
+                          int32_t ps,
+                          int32_t root = 0) {
+  zen_op_t op{};
+  op.kind = kind;
+  op.name = name;
+  op.input = *in;
+  if (out != nullptr) op.output = *out;
+  op.reduce_op = ZEN_SUM;
+  op.root_rank = root;
+  op.process_set = ps;
+  zen_handle_t h = 0;
+  return zen_enqueue_group(&op, 1, &h) == ZEN_OK ? h : 0;
+}
+
+bool waitAndRelease(zen_handle_t h) {
+  return h > 0 && zen_wait(h, kWait) == ZEN_OK && zen_release(h) == ZEN_OK;
+}
+
+// Process sets on 4 ranks: {0, 1} and {2, 3} added, the same names running in both at once,
+// a global allreduce between, the refusals (a non-member, an unknown set, join in a set,
+// the global set's removal), {1, 2, 3} added and removed; results against the members'
+// known inputs (x_r = r + 1).
+int processSets(int rank, int n) {
+  const int32_t pairs[2][2] = {{0, 1}, {2, 3}};
+  int32_t ids[2] = {-1, -1};
+  CHILD_CHECK(zen_add_process_set(pairs[0], 2, &ids[0]) == ZEN_OK, 10);
+  const int32_t reversed[2] = {3, 2};  // any order: the set is {2, 3}
+  CHILD_CHECK(zen_add_process_set(reversed, 2, &ids[1]) == ZEN_OK, 11);
+  CHILD_CHECK(ids[0] == 1 && ids[1] == 2, 12);  // rank 0 numbers them in order
+  int32_t count = -1;
+  int32_t members[4] = {-1, -1, -1, -1};
+  CHILD_CHECK(zen_process_set_ranks(ids[1], nullptr, 0, &count) == ZEN_OK && count == 2, 13);
+  CHILD_CHECK(zen_process_set_ranks(ids[1], members, 4, &count) == ZEN_OK && members[0] == 2 &&
+                  members[1] == 3 && members[2] == -1,
+              14);
+  CHILD_CHECK(
+      zen_process_set_ranks(0, members, 4, &count) == ZEN_OK && count == n && members[3] == 3, 15);
+  const int mine = rank / 2;
+  const int32_t ps = ids[mine];
+  const int other = 1 - mine;
+
+  // Allreduce and broadcast (root 1: the set's second rank) under the same names in both sets.
+  float x[3], y[3];
+  int64_t shape[1] = {3};
+  for (int i = 0; i < 3; ++i) x[i] = y[i] = static_cast<float>((rank + 1) * (i + 1));
+  zen_tensor_t xt{x, ZEN_FLOAT32, 1, shape}, yt{y, ZEN_FLOAT32, 1, shape};
+  const zen_handle_t hx = enqueueInSet(ZEN_OP_ALLREDUCE, "ps.x", &xt, &xt, ps);
+  const zen_handle_t hy = enqueueInSet(ZEN_OP_BROADCAST, "ps.y", &yt, nullptr, ps, 1);
+  CHILD_CHECK(waitAndRelease(hx) && waitAndRelease(hy), 20);
+  const float setSum = static_cast<float>(pairs[mine][0] + 1 + pairs[mine][1] + 1);
+  for (int i = 0; i < 3; ++i) {
+    CHILD_CHECK(x[i] == setSum * (i + 1), 21);
+    CHILD_CHECK(y[i] == static_cast<float>((pairs[mine][1] + 1) * (i + 1)), 22);
+  }
+
+  // A global allreduce between the sets' collectives.
+  float g = 1.0f;
+  int64_t one[1] = {1};
+  zen_tensor_t gt{&g, ZEN_FLOAT32, 1, one};
+  zen_handle_t h = 0;
+  CHILD_CHECK(
+      zen_enqueue_allreduce("ps.global", &gt, &gt, ZEN_SUM, ZEN_NO_COMPLETION, &h) == ZEN_OK, 30);
+  CHILD_CHECK(waitAndRelease(h) && g == static_cast<float>(n), 31);
+
+  // Allgather over the set: the members' rows in set order.
+  float row = static_cast<float>(rank);
+  zen_tensor_t rt{&row, ZEN_FLOAT32, 1, one};
+  h = enqueueInSet(ZEN_OP_ALLGATHER, "ps.gather", &rt, nullptr, ps);
+  CHILD_CHECK(h > 0 && zen_wait(h, kWait) == ZEN_OK, 40);
+  zen_gathered_t gathered{};
+  CHILD_CHECK(zen_allgather_result(h, &gathered) == ZEN_OK && gathered.shape[0] == 2, 41);
+  const float* rows = static_cast<const float*>(gathered.data);
+  CHILD_CHECK(rows[0] == pairs[mine][0] && rows[1] == pairs[mine][1], 42);
+  CHILD_CHECK(zen_release(h) == ZEN_OK, 43);
+
+  // Refused at enqueue, on this rank alone: the other set, an unknown set, join in a set.
+  CHILD_CHECK(enqueueInSet(ZEN_OP_ALLREDUCE, "ps.foreign", &xt, &xt, ids[other]) == 0, 50);
+  CHILD_CHECK(std::strstr(zen_last_error(), "not in process set") != nullptr, 51);
+  CHILD_CHECK(enqueueInSet(ZEN_OP_ALLREDUCE, "ps.unknown", &xt, &xt, 77) == 0, 52);
+  CHILD_CHECK(std::strstr(zen_last_error(), "does not exist") != nullptr, 53);
+  zen_op_t join{};
+  join.kind = ZEN_OP_JOIN;
+  join.process_set = ps;
+  CHILD_CHECK(zen_enqueue_group(&join, 1, &h) == ZEN_INVALID_ARGUMENT, 54);
+  CHILD_CHECK(zen_remove_process_set(0) == ZEN_INVALID_ARGUMENT, 55);
+  CHILD_CHECK(zen_process_set_ranks(77, members, 4, &count) == ZEN_INVALID_ARGUMENT, 56);
+
+  // A set of three, added after the others (id 3) and removed: gone everywhere.
+  const int32_t three[3] = {1, 2, 3};
+  int32_t id3 = -1;
+  CHILD_CHECK(zen_add_process_set(three, 3, &id3) == ZEN_OK && id3 == 3, 60);
+  if (rank >= 1) {
+    float z = static_cast<float>(rank);
+    zen_tensor_t zt{&z, ZEN_FLOAT32, 1, one};
+    CHILD_CHECK(waitAndRelease(enqueueInSet(ZEN_OP_ALLREDUCE, "ps.z", &zt, &zt, id3)), 61);
+    CHILD_CHECK(z == 6.0f, 62);
+  }
+  CHILD_CHECK(zen_remove_process_set(id3) == ZEN_OK, 63);
+  CHILD_CHECK(zen_process_set_ranks(id3, members, 4, &count) == ZEN_INVALID_ARGUMENT, 64);
+  CHILD_CHECK(enqueueInSet(ZEN_OP_ALLREDUCE, "ps.removed", &xt, &xt, id3) == 0, 65);
+
+  // Ranks outside the job fail the add on every rank.
+  const int32_t outside[2] = {0, 9};
+  int32_t bad = -1;
+  CHILD_CHECK(zen_add_process_set(outside, 2, &bad) == ZEN_INVALID_ARGUMENT, 70);
+
+  const int down = zen_shutdown();
+  CHILD_CHECK(down == ZEN_OK || down == ZEN_ABORTED, 80);
+  return 0;
+}
+
+TEST(CApi, ProcessSetsAcrossFourForkedTcpRanks) {
+  const std::vector<int> codes = forkRanks(4, 120, processSets);
+  ASSERT_EQ(codes.size(), 4u);
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
+}
+
 // zen_init() from the environment zenrun sets: ZEN_RANK, ZEN_SIZE, ZEN_CONTROLLER_ADDR.
 // controllerFd >= 0: rank 0 gets it as ZEN_CONTROLLER_FD (zenrun's socket, inherited).
 void expectEnvironmentJob(int port, int controllerFd = -1) {

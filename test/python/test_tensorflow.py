@@ -4,13 +4,14 @@ launched by tools/zenrun run tf_checks.py (every API function), tf_train.py
 tf_topk.py (Compression.topk against a dense re-computation of DGC), tf_keras.py
 (zen.tensorflow.keras: callbacks, load_model, backward_passes_per_step) and tf_adasum.py
 (DistributedOptimizer / DistributedGradientTape(op=Adasum) against a numpy re-computation; 3
-ranks: the daemon's power-of-two error) under the TensorFlow of .venv-tf; this file reads
-their per-check reports and needs no TensorFlow itself.
+ranks: the daemon's power-of-two error) and tf_process_sets.py (process sets on 4 ranks) under
+the TensorFlow of .venv-tf; this file reads their per-check reports and needs no TensorFlow
+itself.
 
 Run: tools/build-tf && /usr/bin/python3 -m pytest -q test/python/test_tensorflow.py
 (CTest: python_tf_*, which stage the package in the build directory first and name it in
 ZENTEST_PYTHONPATH.) ZENTEST_TF_JOBS selects the jobs (comma-separated: np2, np4, train2,
-train4, topk2, topk4, keras2, keras4, adasum2, adasum4, adasum3, single; default all);
+train4, topk2, topk4, keras2, keras4, adasum2, adasum4, adasum3, single, ps4; default all);
 ZENTEST_TF_PYTHON is the ranks' python (default .venv-tf/bin/python). A missing venv or op
 library fails, it is not skipped: tools/test promises these tests ran.
 """
@@ -24,11 +25,12 @@ from rank_jobs import (SCHEMES, TF_ENV, TF_PYTHON, check_job, check_names, check
 require_zen_tensorflow()
 
 SELECTED = selected_jobs("ZENTEST_TF_JOBS", "np2,np4,train2,train4,topk2,topk4,keras2,keras4,"
-                         "adasum2,adasum4,adasum3,single")
+                         "adasum2,adasum4,adasum3,single,ps4")
 CHECK_NAMES = check_names("tf_checks.py")
 KERAS_CHECKS = check_names("tf_keras.py")
 TOPK_CHECKS = check_names("tf_topk.py")
 ADASUM_CHECKS = check_names("tf_adasum.py")
+PROCESS_SET_CHECKS = check_names("tf_process_sets.py")
 ADASUM_NOT_POW2 = "adasum_world_not_power_of_two"
 TRAIN_CHECKS = ["%s.%s" % (kind, s) for s in SCHEMES for kind in ("tape", "keras")] + \
     ["tape.zen.sparse_as_dense", "tape.zen.fp16", "tape.zen.topk1", "keras.zen.topk1"]
@@ -50,10 +52,11 @@ job_keras4 = tf_job("keras4", 4, "tf_keras.py", [])
 job_adasum2 = tf_job("adasum2", 2, "tf_adasum.py", [])
 job_adasum4 = tf_job("adasum4", 4, "tf_adasum.py", [])
 job_adasum3 = tf_job("adasum3", 3, "tf_adasum.py", [ADASUM_NOT_POW2])
+job_ps4 = tf_job("ps4", 4, "tf_process_sets.py", [])
 JOBS = {"np2": "job_np2", "np4": "job_np4", "train2": "job_train2", "train4": "job_train4",
         "topk2": "job_topk2", "topk4": "job_topk4", "keras2": "job_keras2",
         "keras4": "job_keras4", "adasum2": "job_adasum2", "adasum4": "job_adasum4",
-        "adasum3": "job_adasum3"}
+        "adasum3": "job_adasum3", "ps4": "job_ps4"}
 
 
 test_two_ranks_tcp = check_test("job_np2", 2, CHECK_NAMES)
@@ -67,6 +70,7 @@ test_keras_four_ranks = check_test("job_keras4", 4, KERAS_CHECKS)
 test_adasum_two_ranks = check_test("job_adasum2", 2, ADASUM_CHECKS)
 test_adasum_four_ranks = check_test("job_adasum4", 4, ADASUM_CHECKS)
 test_adasum_three_ranks_refused = check_test("job_adasum3", 3, [ADASUM_NOT_POW2])
+test_process_sets_four_ranks = check_test("job_ps4", 4, PROCESS_SET_CHECKS)
 test_jobs_exit_cleanly = exit_test(JOBS, SELECTED)
 
 

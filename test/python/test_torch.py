@@ -6,9 +6,10 @@ Run: tools/build-python && /usr/bin/python3 -m pytest -q test/python/test_torch.
 (CTest: python_torch_*, which stage the package in the build directory first and name it in
 ZENTEST_PYTHONPATH.) ZENTEST_TORCH_JOBS selects the
 jobs (comma-separated: np2, np4, mpi, train2, train4, topk2, topk4, adasum2, adasum4, adasum3,
-single, example; default all). torch_topk.py (Compression.topk against a dense re-computation
-of DGC) is the topk jobs', torch_adasum.py (DistributedOptimizer(op=Adasum) against a numpy
-re-computation; 3 ranks: the daemon's power-of-two error) the adasum jobs'.
+single, example, ps4; default all). torch_topk.py (Compression.topk against a dense
+re-computation of DGC) is the topk jobs', torch_adasum.py (DistributedOptimizer(op=Adasum)
+against a numpy re-computation; 3 ranks: the daemon's power-of-two error) the adasum jobs',
+torch_process_sets.py (process sets on 4 ranks) the ps4 job's.
 
 Each job is one zenrun launch (importing torch is the slow part); rank_jobs.py launches it
 and reads the reports back.
@@ -27,9 +28,10 @@ require_zen_torch()
 CHECK_NAMES = check_names("torch_checks.py")
 TOPK_NAMES = check_names("torch_topk.py")
 ADASUM_NAMES = check_names("torch_adasum.py")
+PROCESS_SET_NAMES = check_names("torch_process_sets.py")
 ADASUM_NOT_POW2 = "adasum_world_not_power_of_two"
 SELECTED = selected_jobs("ZENTEST_TORCH_JOBS", "np2,np4,mpi,train2,train4,topk2,topk4,"
-                         "adasum2,adasum4,adasum3,single,example")
+                         "adasum2,adasum4,adasum3,single,example,ps4")
 
 
 def torch_job(key, np, script, args, mpi=False):
@@ -51,9 +53,11 @@ job_topk4 = torch_job("topk4", 4, "torch_topk.py", [])
 job_adasum2 = torch_job("adasum2", 2, "torch_adasum.py", [])
 job_adasum4 = torch_job("adasum4", 4, "torch_adasum.py", [])
 job_adasum3 = torch_job("adasum3", 3, "torch_adasum.py", [ADASUM_NOT_POW2])
+job_ps4 = torch_job("ps4", 4, "torch_process_sets.py", [])
 JOBS = {"np2": "job_np2", "np4": "job_np4", "mpi": "job_mpi", "train2": "job_train2",
         "train4": "job_train4", "topk2": "job_topk2", "topk4": "job_topk4",
-        "adasum2": "job_adasum2", "adasum4": "job_adasum4", "adasum3": "job_adasum3"}
+        "adasum2": "job_adasum2", "adasum4": "job_adasum4", "adasum3": "job_adasum3",
+        "ps4": "job_ps4"}
 
 TRAIN_CHECKS = ["train.%s.%s" % (s, v) for s in SCHEMES for v in ("sparse", "topk1")] + \
     ["train.zen.passes2", "train.zen.sparse_as_dense"]
@@ -69,6 +73,7 @@ test_topk_four_ranks = check_test("job_topk4", 4, TOPK_NAMES)
 test_adasum_optimizer_two_ranks = check_test("job_adasum2", 2, ADASUM_NAMES)
 test_adasum_optimizer_four_ranks = check_test("job_adasum4", 4, ADASUM_NAMES)
 test_adasum_optimizer_three_ranks_refused = check_test("job_adasum3", 3, [ADASUM_NOT_POW2])
+test_process_sets_four_ranks = check_test("job_ps4", 4, PROCESS_SET_NAMES)
 test_jobs_exit_cleanly = exit_test(JOBS, SELECTED)
 
 

@@ -67,14 +67,12 @@ def last_error():
     return lib().zen_last_error().decode("utf-8", "replace")
 
 
-def check_init_args(who, comm=None, process_sets=None):
-    """Refuses what Horovod's init(comm, process_sets) takes and Zen has not; who: the
-    calling function ("zen.torch.init")."""
+def check_init_args(who, comm=None):
+    """Refuses what Horovod's init(comm) takes and Zen has not; who: the calling function
+    ("zen.torch.init")."""
     if comm is not None:
         raise NotImplementedError("%s: comm is not supported; launch with zenrun or mpirun" %
                                   who)
-    if process_sets:
-        raise NotImplementedError("zen has no process sets other than the global one")
 
 
 def init():

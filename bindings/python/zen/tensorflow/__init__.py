@@ -14,27 +14,31 @@ Keras: opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)). Launch with to
 ZEN_SCHEME picks) and come back as tf.IndexedSlices. Zen reduces dense tensors with Average,
 Sum, Min, Max, Product and Adasum (allreduce of host floating-point tensors on a power-of-two
 number of ranks; DistributedOptimizer(op=Adasum) is Horovod's Adasum optimizer, which combines
-the ranks' variable deltas: adasum_optimizer.py), sparse ones with Average and Sum, and has
-only the global process set.
+the ranks' variable deltas: adasum_optimizer.py), sparse ones with Average and Sum. Process
+sets as Horovod's (zen.common.process_sets): init(process_sets=...), add_process_set,
+remove_process_set, and process_set= on the collectives, DistributedGradientTape and
+DistributedOptimizer; rank numbers in a set's collectives are ranks within the set.
 """
 
 from zen.tensorflow.compression import Compression
 from zen.tensorflow.functions import broadcast_variables
 from zen.tensorflow.gradient_tape import DistributedGradientTape
-from zen.tensorflow.mpi_ops import (Adasum, Average, Max, Min, Product, Sum, allgather,
-                                    allreduce, alltoall, backend, barrier, broadcast,
-                                    cross_rank, cross_size, grouped_allgather,
-                                    grouped_allreduce, grouped_reducescatter, init,
-                                    is_initialized, join,
+from zen.tensorflow.mpi_ops import (Adasum, Average, Max, Min, ProcessSet, Product, Sum,
+                                    add_process_set, allgather, allreduce, alltoall, backend,
+                                    barrier, broadcast, cross_rank, cross_size,
+                                    global_process_set, grouped_allgather, grouped_allreduce,
+                                    grouped_reducescatter, init, is_initialized, join,
                                     local_rank, local_size, mpi_enabled, rank, reducescatter,
-                                    shutdown, size, start_timeline, stats, stop_timeline)
+                                    remove_process_set, shutdown, size, start_timeline, stats,
+                                    stop_timeline)
 from zen.tensorflow.optimizer import DistributedOptimizer
 
 __all__ = [
     "Adasum", "Average", "Compression", "DistributedGradientTape", "DistributedOptimizer",
-    "Max", "Min", "Product", "Sum", "allgather", "allreduce", "alltoall", "backend",
-    "barrier", "broadcast", "broadcast_variables", "cross_rank", "cross_size",
-    "grouped_allgather", "grouped_allreduce", "grouped_reducescatter", "init",
-    "is_initialized", "join", "local_rank", "local_size", "mpi_enabled", "rank",
-    "reducescatter", "shutdown", "size", "start_timeline", "stats", "stop_timeline",
+    "Max", "Min", "ProcessSet", "Product", "Sum", "add_process_set", "allgather", "allreduce",
+    "alltoall", "backend", "barrier", "broadcast", "broadcast_variables", "cross_rank",
+    "cross_size", "global_process_set", "grouped_allgather", "grouped_allreduce",
+    "grouped_reducescatter", "init", "is_initialized", "join", "local_rank", "local_size",
+    "mpi_enabled", "rank", "reducescatter", "remove_process_set", "shutdown", "size",
+    "start_timeline", "stats", "stop_timeline",
 ]

@@ -12,7 +12,8 @@ zen.tensorflow.topk) through the sparse allreduce instead, under the same name.
 
 import tensorflow as tf
 
-from zen.common.basics import Adasum, Average, Sum, check_op, size
+from zen.common import process_sets
+from zen.common.basics import Adasum, Average, Sum, check_op
 from zen.common.compression import check_topk_called
 from zen.tensorflow.adasum_optimizer import check_adasum_arguments, dense_gradient
 from zen.tensorflow.compression import Compression, TopKCompressor
@@ -21,42 +22,51 @@ from zen.tensorflow.mpi_ops import allreduce
 _cache = {}
 
 
-def _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide):
+def _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide, ps):
     """One gradient under Compression.topk (keyed by its name): tf.IndexedSlices unchanged
     through the sparse allreduce, a dense one compressed (or dense below min_size)."""
     if isinstance(grad, tf.IndexedSlices) and not sparse_as_dense:
-        return allreduce(grad, op=op, name=name)
+        return allreduce(grad, op=op, name=name, process_set=ps)
     compressed, ctx = compression.compress(tf.convert_to_tensor(grad), name)
     if isinstance(compressed, tf.IndexedSlices):
-        return compression.decompress(allreduce(compressed, op=op, name=name), ctx)
+        return compression.decompress(allreduce(compressed, op=op, name=name, process_set=ps),
+                                      ctx)
     return compression.decompress(
-        _reduce_one(compressed, name, op, Compression.none, sparse_as_dense, predivide), ctx)
+        _reduce_one(compressed, name, op, Compression.none, sparse_as_dense, predivide, ps),
+        ctx)
 
 
-def _reduce_one(grad, name, op, compression, sparse_as_dense, predivide):
+def _reduce_one(grad, name, op, compression, sparse_as_dense, predivide, ps):
     if grad is None:
         return None
     if op == Adasum:  # the raw dense allreduce (the tape's Adasum: of the gradients, as Horovod)
         grad = dense_gradient("DistributedGradientTape", grad, "'%s'" % name, sparse_as_dense)
         return allreduce(grad, op=op, name=name, compression=compression)
     if isinstance(compression, TopKCompressor):
-        return _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide)
+        return _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide, ps)
     if isinstance(grad, tf.IndexedSlices):
         if not sparse_as_dense:
-            return allreduce(grad, op=op, name=name, compression=compression)
+            return allreduce(grad, op=op, name=name, compression=compression, process_set=ps)
         grad = tf.convert_to_tensor(grad)
     prescale, postscale = 1.0, 1.0
     if op == Average and predivide != 1.0:
         prescale, postscale = 1.0 / predivide, predivide
     return allreduce(grad, op=op, name=name, compression=compression,
-                     prescale_factor=prescale, postscale_factor=postscale)
+                     prescale_factor=prescale, postscale_factor=postscale, process_set=ps)
 
 
 def make_allreduce_grads_fn(prefix, op=Average, compression=Compression.none,
-                            sparse_as_dense=False, gradient_predivide_factor=1.0):
-    """fn(grads) -> grads averaged (or summed, or combined by Adasum) over all ranks, None
+                            sparse_as_dense=False, gradient_predivide_factor=1.0,
+                            process_set=process_sets.global_process_set):
+    """fn(grads) -> grads averaged (or summed, or combined by Adasum) over all ranks (over
+    process_set's ranks; a rank outside it keeps its own gradients, as Horovod's), None
     kept."""
+    ps_id = process_sets.process_set_id(process_set, "DistributedGradientTape/"
+                                        "DistributedOptimizer", members_only=False)
     if op == Adasum:  # check_op keeps Adasum to the raw allreduce, which this one calls
+        if ps_id != 0:
+            raise ValueError("op=Adasum runs over the global process set only, not %s" %
+                             (process_set,))
         check_adasum_arguments("DistributedGradientTape", compression,
                                gradient_predivide_factor)
     else:
@@ -64,19 +74,22 @@ def make_allreduce_grads_fn(prefix, op=Average, compression=Compression.none,
     check_topk_called(compression, TopKCompressor)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
-    key = (prefix, op, compression, sparse_as_dense, gradient_predivide_factor)
+    key = (prefix, op, compression, sparse_as_dense, gradient_predivide_factor, ps_id)
     if key in _cache:
         return _cache[key]
 
     def allreduce_grads(grads):
         return [_reduce_one(g, "%s.%d" % (prefix, i), op, compression, sparse_as_dense,
-                            gradient_predivide_factor) for i, g in enumerate(grads)]
+                            gradient_predivide_factor, process_set)
+                for i, g in enumerate(grads)]
 
     compiled = tf.function(allreduce_grads, reduce_retracing=True)
 
     def run(grads):
         grads = list(grads)
-        if size() == 1 and op in (Average, Sum, Adasum):
+        if ps_id != 0 and not process_set.included():
+            return grads
+        if process_sets.set_size(process_set) == 1 and op in (Average, Sum, Adasum):
             return grads
         if tf.executing_eagerly():
             return compiled(grads)

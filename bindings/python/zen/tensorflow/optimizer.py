@@ -11,6 +11,7 @@ with it loads with plain Keras (a plain optimizer) or with zen.tensorflow.keras.
 import keras
 
 from zen.common.basics import Adasum, Average
+from zen.common.process_sets import global_process_set, process_set_id
 from zen.tensorflow.adasum_optimizer import AdasumStep, check_adasum_arguments
 from zen.tensorflow.aggregation import LocalAggregation
 from zen.tensorflow.compression import Compression, TopKCompressor
@@ -47,9 +48,10 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          compression=Compression.none, sparse_as_dense=False,
                          gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0, groups=None,
-                         process_set=None, scale_local_gradients=True):
+                         process_set=global_process_set, scale_local_gradients=True):
     """A copy of the Keras optimizer (same class, same config) that averages (op=Average) or
-    sums (op=Sum) the gradients over all ranks before applying them. tf.IndexedSlices
+    sums (op=Sum) the gradients over all ranks (over process_set's ranks, divided by its size;
+    a rank outside it applies its own gradients) before applying them. tf.IndexedSlices
     gradients (embeddings) take Zen's sparse allreduce unless sparse_as_dense.
     backward_passes_per_step=N applies once every N calls, the sum of the N passes'
     gradients reduced over the ranks (divided by N when average_aggregated_gradients); the
@@ -61,8 +63,10 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise ValueError("zen.tensorflow.DistributedOptimizer wraps a Keras optimizer "
                          "(keras.optimizers.*), not %s" % type(optimizer).__name__)
-    if process_set is not None:
-        raise NotImplementedError("zen has no process sets other than the global one")
+    if process_set_id(process_set, "DistributedOptimizer", members_only=False) != 0 and \
+            op == Adasum:
+        raise ValueError("DistributedOptimizer(op=Adasum) runs over the global process set "
+                         "only, not %s" % (process_set,))
     if isinstance(compression, TopKCompressor) and compression.momentum and \
             float(getattr(optimizer, "momentum", 0) or 0):
         raise ValueError("Compression.topk(momentum=%g) applies the momentum before the "
@@ -87,7 +91,7 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
         distributed._zen_allreduce_grads = list
     else:
         distributed._zen_allreduce_grads = make_allreduce_grads_fn(
-            prefix, op, compression, sparse_as_dense, gradient_predivide_factor)
+            prefix, op, compression, sparse_as_dense, gradient_predivide_factor, process_set)
     distributed._zen_aggregation = None
     if backward_passes_per_step > 1:
         distributed._zen_aggregation = LocalAggregation(

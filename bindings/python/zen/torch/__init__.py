@@ -13,7 +13,10 @@ torch sparse COO tensors (allreduce of a sparse tensor takes the same path), and
 with the daemon's counters. Zen reduces dense tensors with Average, Sum, Min, Max, Product
 and Adasum (allreduce of host floating-point tensors on a power-of-two number of ranks;
 DistributedOptimizer(op=Adasum) combines the optimizer's parameter deltas, as Horovod's), sparse
-ones with Average and Sum, and has only the global process set.
+ones with Average and Sum. Process sets as Horovod's (zen.common.process_sets):
+init(process_sets=...), add_process_set, remove_process_set, and process_set= on the
+collectives and DistributedOptimizer; rank numbers in a set's collectives (broadcast's root,
+alltoall's splits) are ranks within the set.
 """
 
 from zen.torch.compression import Compression

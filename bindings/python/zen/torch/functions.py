@@ -6,17 +6,19 @@ import pickle
 
 import torch
 
+from zen.common import process_sets as _process_sets
 from zen.torch.mpi_ops import (allgather, broadcast_, broadcast_async_, global_process_set,
-                               rank, size, synchronize, _check_process_set)
+                               synchronize)
 
 
 def broadcast_parameters(params, root_rank, prefix=None, process_set=global_process_set):
-    """Broadcasts the parameters from root_rank to every rank, in place.
+    """Broadcasts the parameters from root_rank to every rank (of process_set; root_rank
+    within it), in place.
 
     params: model.state_dict(), model.named_parameters(), or a list of parameters or of
     (name, tensor) pairs.
     """
-    _check_process_set(process_set)
+    _process_sets.process_set_id(process_set, "broadcast_parameters")
     if isinstance(params, dict):
         params = sorted(params.items())
     elif isinstance(params, (list, tuple)) or hasattr(params, "__iter__"):
@@ -30,7 +32,7 @@ def broadcast_parameters(params, root_rank, prefix=None, process_set=global_proc
         key = name if name is not None else "param.%d" % i
         if prefix:
             key = prefix + key
-        handles.append(broadcast_async_(p, root_rank, key))
+        handles.append(broadcast_async_(p, root_rank, key, process_set))
     for handle in handles:
         synchronize(handle)
 
@@ -61,9 +63,10 @@ def _numeric(value):
 def broadcast_optimizer_state(optimizer, root_rank, model=None, prefix="optimizer.",
                               process_set=global_process_set):
     """Broadcasts an optimizer's state (per-parameter tensors and scalars, and the numeric
-    options of its parameter groups such as the learning rate) from root_rank, in place."""
+    options of its parameter groups such as the learning rate) from root_rank (within
+    process_set), in place."""
     from zen.torch.optimizer import _DistributedOptimizer
-    _check_process_set(process_set)
+    _process_sets.process_set_id(process_set, "broadcast_optimizer_state")
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("cannot broadcast torch.optim.LBFGS state")
     state_dict = optimizer.state_dict()
@@ -136,44 +139,45 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, prefix="optimize
 
     # The state tensors are the optimizer's own (state_dict() packs references): they are
     # broadcast in place; scalars and options are written back by the callbacks.
-    broadcast_parameters(params, root_rank, prefix=prefix)
+    broadcast_parameters(params, root_rank, prefix=prefix, process_set=process_set)
     for key, _ in params:
         if key in callbacks:
             callbacks[key]()
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """root_rank's picklable object, on every rank."""
-    _check_process_set(process_set)
+    """root_rank's picklable object, on every rank (of process_set; root_rank within it)."""
+    _process_sets.process_set_id(process_set, "broadcast_object")
     # Not named after the type as Horovod does: the other ranks often pass None.
     name = "object." + (name or "noname")
-    if rank() == root_rank:
+    if _process_sets.set_rank(process_set) == root_rank:
         buf = io.BytesIO()
         pickle.dump(obj, buf)
         payload = torch.tensor(bytearray(buf.getvalue()), dtype=torch.uint8)
         length = torch.tensor([payload.numel()], dtype=torch.int64)
-        broadcast_(length, root_rank, name + ".sz")
-        broadcast_(payload, root_rank, name + ".t")
+        broadcast_(length, root_rank, name + ".sz", process_set)
+        broadcast_(payload, root_rank, name + ".t", process_set)
         return obj
     length = torch.tensor([0], dtype=torch.int64)
-    broadcast_(length, root_rank, name + ".sz")
+    broadcast_(length, root_rank, name + ".sz", process_set)
     payload = torch.zeros(int(length.item()), dtype=torch.uint8)
-    broadcast_(payload, root_rank, name + ".t")
+    broadcast_(payload, root_rank, name + ".t", process_set)
     return pickle.loads(payload.numpy().tobytes())
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
-    """Every rank's picklable object, as a list in rank order."""
-    _check_process_set(process_set)
+    """Every rank's picklable object (of process_set's ranks), as a list in rank order."""
+    _process_sets.process_set_id(process_set, "allgather_object")
     name = "object." + (name or "noname")
     buf = io.BytesIO()
     pickle.dump(obj, buf)
     payload = torch.tensor(bytearray(buf.getvalue()), dtype=torch.uint8)
-    sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=name + ".sz")
-    gathered = allgather(payload, name=name + ".t").numpy().tobytes()
+    sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=name + ".sz",
+                      process_set=process_set)
+    gathered = allgather(payload, name=name + ".t", process_set=process_set).numpy().tobytes()
     out, at = [], 0
     for n in sizes.tolist():
         out.append(pickle.loads(gathered[at:at + n]))
         at += n
-    assert len(out) == size()
+    assert len(out) == _process_sets.set_size(process_set)
     return out

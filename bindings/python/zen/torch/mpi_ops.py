@@ -13,6 +13,10 @@ import itertools
 import torch
 
 from zen.common import basics as _basics
+from zen.common import process_sets as _process_sets
+# Process sets (Horovod's), shared with zen.tensorflow.
+from zen.common.process_sets import (ProcessSet, add_process_set,  # noqa: F401
+                                     global_process_set, remove_process_set)
 # Reduce operations, numbered as Horovod's (horovod.common.basics), shared with zen.tensorflow.
 from zen.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
 
@@ -36,60 +40,27 @@ class HorovodInternalError(RuntimeError):
 ZenInternalError = HorovodInternalError
 
 
-class ProcessSet:
-    """Zen runs every collective over all ranks: only the global process set exists."""
-
-    process_set_id = 0
-
-    def __init__(self, ranks=None):
-        if ranks is not None:
-            raise NotImplementedError("zen has no process sets other than the global one")
-
-    @property
-    def ranks(self):
-        return list(range(size()))
-
-    def size(self):
-        return size()
-
-    def rank(self):
-        return rank()
-
-    def included(self):
-        return True
-
-    def __repr__(self):
-        return "ProcessSet(process_set_id=0, global)"
-
-
-global_process_set = ProcessSet()
-
-
-def add_process_set(process_set):
-    raise NotImplementedError("zen has no process sets other than the global one")
-
-
-def remove_process_set(process_set):
-    raise NotImplementedError("zen has no process sets other than the global one")
-
-
-def _check_process_set(process_set):
-    if process_set is not global_process_set and process_set is not None:
-        raise NotImplementedError("zen has no process sets other than the global one")
+def _ps(process_set, what):
+    """The id of the process set a collective `what` runs over (zen.common.process_sets);
+    ValueError for a set not added, or on a rank that is not a member."""
+    return _process_sets.process_set_id(process_set, what)
 
 
 # ---- basics ----
 
 def init(comm=None, process_sets=None):
     """Starts this rank's daemon from the environment (zenrun: TCP; mpirun: MPI; otherwise a
-    job of one). Idempotent; registers a shutdown at exit (zen.common.basics.init)."""
-    _basics.check_init_args("zen.torch.init", comm, process_sets)
-    _basics.init()
+    job of one). Idempotent; registers a shutdown at exit (zen.common.basics.init).
+    process_sets: ProcessSet objects or rank lists, added in order on every rank (each
+    ProcessSet gets its process_set_id), as Horovod's."""
+    _process_sets.init_job("zen.torch.init", comm, process_sets)
 
 
 def shutdown():
-    """Stops the daemon on every rank (a rank still waiting on an operation gets an error)."""
+    """Stops the daemon on every rank (a rank still waiting on an operation gets an error).
+    Added process sets are invalidated."""
     _C.shutdown()
+    _process_sets.invalidate_all()
 
 
 def is_initialized():
@@ -306,8 +277,8 @@ def _scale(tensor, factor):
 
 # ---- allreduce ----
 
-def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor):
-    """Reduces tensor into output (may be tensor itself)."""
+def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, ps_id=0):
+    """Reduces tensor into output (may be tensor itself) over process set ps_id."""
     if tensor.is_sparse:
         raise ValueError("allreduce of a sparse tensor: use sparse_allreduce_async, or "
                          "allreduce/allreduce_async, which return a sparse result")
@@ -325,7 +296,8 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
         dst = src  # in place on a private copy (cast, contiguous or scaled)
     else:
         dst = torch.empty_like(src)
-    c = _C.allreduce_async(_name("allreduce", name), src, dst, _OPS[op], _stream(src))
+    c = _C.allreduce_async(_name("allreduce", name), src, dst, _OPS[op], _stream(src),
+                           process_set=ps_id)
 
     def finish():
         _release(c)
@@ -340,17 +312,18 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
 
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):
-    """Averages (or sums) tensor over all ranks into a new tensor; returns a handle for
-    synchronize(). A sparse COO tensor goes through Zen's sparse allreduce."""
-    _check_process_set(process_set)
+    """Averages (or sums) tensor over the ranks of process_set (all ranks by default) into a
+    new tensor; returns a handle for synchronize(). A sparse COO tensor goes through Zen's
+    sparse allreduce."""
+    ps_id = _ps(process_set, "allreduce")
     op = _op_code(op, average)
     if tensor.is_sparse:
         if prescale_factor != 1.0 or postscale_factor != 1.0:
             raise NotImplementedError("prescale/postscale factors are not supported for sparse "
                                       "tensors")
-        return sparse_allreduce_async(tensor, name=name, op=op)
+        return sparse_allreduce_async(tensor, name=name, op=op, process_set=process_set)
     output = torch.empty_like(tensor, memory_format=torch.contiguous_format)
-    return _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor)
+    return _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor, ps_id)
 
 
 class ZenAllreduce(torch.autograd.Function):
@@ -402,9 +375,9 @@ def allreduce(tensor, average=None, name=None, compression=None, op=None,
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """In place: the result overwrites tensor. Returns a handle."""
-    _check_process_set(process_set)
+    ps_id = _ps(process_set, "allreduce")
     op = _op_code(op, average)
-    return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor)
+    return _allreduce_async(tensor, tensor, name, op, prescale_factor, postscale_factor, ps_id)
 
 
 def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
@@ -416,7 +389,8 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 
 # ---- grouped allreduce ----
 
-def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor):
+def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postscale_factor,
+                             ps_id):
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped allreduce of an empty list")
@@ -433,7 +407,8 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
         names.append("%s.%d" % (base, i))
         srcs.append(src)
         dsts.append(dst)
-    cs = _C.grouped_allreduce_async(names, srcs, dsts, _OPS[op], _stream(srcs[0]))
+    cs = _C.grouped_allreduce_async(names, srcs, dsts, _OPS[op], _stream(srcs[0]),
+                                    process_set=ps_id)
 
     def finish():
         for c in cs:
@@ -452,21 +427,21 @@ def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_
                             postscale_factor=1.0, process_set=global_process_set):
     """One handle for a list of tensors that reach the daemon together (and fuse);
     synchronize returns the list of results."""
-    _check_process_set(process_set)
+    ps_id = _ps(process_set, "grouped allreduce")
     op = _op_code(op, average)
     tensors = list(tensors)
     outputs = [torch.empty_like(t, memory_format=torch.contiguous_format) for t in tensors]
     return _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor,
-                                    postscale_factor)
+                                    postscale_factor, ps_id)
 
 
 def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
                              postscale_factor=1.0, process_set=global_process_set):
-    _check_process_set(process_set)
+    ps_id = _ps(process_set, "grouped allreduce")
     op = _op_code(op, average)
     tensors = list(tensors)
     return _grouped_allreduce_async(tensors, tensors, name, op, prescale_factor,
-                                    postscale_factor)
+                                    postscale_factor, ps_id)
 
 
 class ZenGroupedAllreduce(torch.autograd.Function):
@@ -547,9 +522,9 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
     """Zen's sparse allreduce of a torch sparse COO tensor (coalesced or not; repeated
     indices are summed). synchronize returns a coalesced sparse tensor of the same shape, or
     with dense=True the dense result."""
-    _check_process_set(process_set)
+    ps_id = _ps(process_set, "sparse_allreduce")
     op = _op_code(op, None, "sparse_allreduce")
-    return _sparse_allreduce_async(tensor, _name("sparse_allreduce", name), op, dense)
+    return _sparse_allreduce_async(tensor, _name("sparse_allreduce", name), op, dense, ps_id)
 
 
 def _own(result):
@@ -559,7 +534,7 @@ def _own(result):
     return result.clone() if result.is_cuda else result
 
 
-def _sparse_allreduce_async(tensor, full_name, op, dense=False):
+def _sparse_allreduce_async(tensor, full_name, op, dense=False, ps_id=0):
     if not tensor.is_sparse:
         raise ValueError("sparse_allreduce_async takes a sparse COO tensor (tensor.is_sparse)")
     _check_device(tensor)
@@ -579,7 +554,7 @@ def _sparse_allreduce_async(tensor, full_name, op, dense=False):
     if dense:
         out = torch.empty(shape, dtype=wire_dtype, device=values.device)
     c = _C.sparse_allreduce_async(full_name, rows, values, num_rows, _OPS[op], out,
-                                  _stream(values))
+                                  _stream(values), process_set=ps_id)
 
     def finish():
         if dense:
@@ -606,13 +581,13 @@ def sparse_allreduce(tensor, name=None, op=Average, process_set=global_process_s
 # ---- allgather ----
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
-    """Concatenates every rank's tensor along the first dimension (sizes may differ there);
-    returns a handle."""
-    _check_process_set(process_set)
+    """Concatenates the tensors of process_set's ranks (every rank by default), in their
+    order in the set, along the first dimension (sizes may differ there); returns a handle."""
+    ps_id = _ps(process_set, "allgather")
     src = _wire(tensor)
     if tensor.dim() == 0:
         raise ValueError("allgather needs a tensor of at least one dimension")
-    c = _C.allgather_async(_name("allgather", name), src, _stream(src))
+    c = _C.allgather_async(_name("allgather", name), src, _stream(src), process_set=ps_id)
 
     def finish():
         gathered = _own(_C.allgather_result(c, src))  # released with this tensor
@@ -635,7 +610,8 @@ class ZenAllgather(torch.autograd.Function):
         grad_reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
         dims = allgather(torch.tensor([ctx.dim], dtype=torch.int64),
                          process_set=ctx.process_set)
-        offset = int(dims[:rank()].sum().item()) if rank() else 0
+        me = _process_sets.set_rank(ctx.process_set)
+        offset = int(dims[:me].sum().item()) if me else 0
         return grad_reduced.narrow(0, offset, ctx.dim), None, None
 
 
@@ -681,12 +657,14 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     differ in the first dimension and the splits, not in the others. Returns a handle;
     synchronize returns (output, received_splits): what every rank sent here concatenated
     along the first dimension in rank order, and the rows received from each rank (int32).
-    Bad splits on any rank raise HorovodInternalError on every rank."""
-    _check_process_set(process_set)
+    Bad splits on any rank raise HorovodInternalError on every rank. Over a process set, rank
+    d is the set's d-th rank (splits has process_set.size() entries)."""
+    ps_id = _ps(process_set, "alltoall")
     if tensor.dim() == 0:
         raise ValueError("alltoall needs a tensor of at least one dimension")
     src = _wire(tensor)
-    c = _C.alltoall_async(_name("alltoall", name), src, _splits_list(splits), _stream(src))
+    c = _C.alltoall_async(_name("alltoall", name), src, _splits_list(splits), _stream(src),
+                          process_set=ps_id)
 
     def finish():
         output, received = _C.alltoall_result(c, src)  # released with the output
@@ -728,7 +706,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 
 # ---- reducescatter ----
 
-def _reducescatter_buffers(tensor, prescale_factor):
+def _reducescatter_buffers(tensor, prescale_factor, process_set):
     """(src, dst) of one reducescatter: the wire input (prescaled) and this rank's piece."""
     if tensor.is_sparse:
         raise ValueError("reducescatter takes dense tensors")
@@ -737,7 +715,8 @@ def _reducescatter_buffers(tensor, prescale_factor):
     src = _wire(tensor)
     if prescale_factor != 1.0:
         src = _scale(src, prescale_factor)
-    rows = _C.reducescatter_rows(src.shape[0], rank(), size())
+    rows = _C.reducescatter_rows(src.shape[0], _process_sets.set_rank(process_set),
+                                 _process_sets.set_size(process_set))
     dst = torch.empty((rows,) + tuple(src.shape[1:]), dtype=src.dtype, device=src.device)
     return src, dst
 
@@ -752,11 +731,13 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     """Horovod's reducescatter: tensor (the same shape on every rank) reduced over all ranks
     (op: Average, the default, Sum, Min, Max or Product), of which this rank keeps its piece of
     the first dimension: rows // size() rows, one more on the first rows % size() ranks.
-    Returns a handle; synchronize returns the piece."""
-    _check_process_set(process_set)
+    Returns a handle; synchronize returns the piece. Over a process set: its ranks and sizes
+    (rank and size within the set)."""
+    ps_id = _ps(process_set, "reducescatter")
     op = _op_code(op, None, "reducescatter")
-    src, dst = _reducescatter_buffers(tensor, prescale_factor)
-    c = _C.reducescatter_async(_name("reducescatter", name), src, dst, _OPS[op], _stream(src))
+    src, dst = _reducescatter_buffers(tensor, prescale_factor, process_set)
+    c = _C.reducescatter_async(_name("reducescatter", name), src, dst, _OPS[op], _stream(src),
+                               process_set=ps_id)
 
     def finish():
         _release(c)
@@ -770,17 +751,17 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     """reducescatter_async of a list of tensors as one group: the daemon negotiates them in one
     cycle and fuses what fits (horovod's grouped_reducescatter). synchronize returns the list
     of this rank's pieces."""
-    _check_process_set(process_set)
+    ps_id = _ps(process_set, "grouped reducescatter")
     op = _op_code(op, None, "reducescatter")
     tensors = list(tensors)
     if not tensors:
         raise ValueError("grouped reducescatter of an empty list")
     base = _name("grouped_reducescatter", name)
-    buffers = [_reducescatter_buffers(t, prescale_factor) for t in tensors]
+    buffers = [_reducescatter_buffers(t, prescale_factor, process_set) for t in tensors]
     srcs = [src for src, _ in buffers]
     cs = _C.grouped_reducescatter_async(["%s.%d" % (base, i) for i in range(len(tensors))],
                                         srcs, [dst for _, dst in buffers], _OPS[op],
-                                        _stream(srcs[0]))
+                                        _stream(srcs[0]), process_set=ps_id)
 
     def finish():
         for c in cs:
@@ -792,14 +773,15 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
 
 
 def _reducescatter_grad(grad_output, op, scale, process_set):
-    """The gradient of one reducescatter: the allgather of the gradient, / size() for Average,
-    times the scale factors: rank r's rows of piece p reach rank p's output with that weight.
+    """The gradient of one reducescatter: the allgather of the gradient, / the set's size for
+    Average, times the scale factors: rank r's rows of piece p reach rank p's output with that
+    weight.
     (horovod.tensorflow's is size() times this.) Min, Max and Product have none."""
     if op not in (Sum, Average):
         raise NotImplementedError("zen.torch: reducescatter has a gradient for op=Sum and "
                                   "op=Average only")
     grad = allgather(grad_output.contiguous(), process_set=process_set)
-    scale = scale / size() if op == Average else scale
+    scale = scale / _process_sets.set_size(process_set) if op == Average else scale
     return _scale(grad, scale) if scale != 1.0 else grad
 
 
@@ -866,7 +848,7 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
 
 # ---- broadcast ----
 
-def _broadcast_async(tensor, output, root_rank, name):
+def _broadcast_async(tensor, output, root_rank, name, ps_id):
     if not isinstance(root_rank, int) or root_rank < 0:
         raise ValueError("broadcast: root_rank must be a rank, not %r" % (root_rank,))
     _check_device(tensor)
@@ -878,7 +860,8 @@ def _broadcast_async(tensor, output, root_rank, name):
             wire = wire.view(1)
         if wire.data_ptr() == output.data_ptr():
             wire = wire.clone()
-    c = _C.broadcast_async(_name("broadcast", name), wire, int(root_rank), _stream(wire))
+    c = _C.broadcast_async(_name("broadcast", name), wire, int(root_rank), _stream(wire),
+                           process_set=ps_id)
 
     def finish():
         _release(c)
@@ -890,17 +873,18 @@ def _broadcast_async(tensor, output, root_rank, name):
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
-    """root_rank's tensor, into a new tensor on every rank; returns a handle."""
-    _check_process_set(process_set)
+    """root_rank's tensor, into a new tensor on every rank; returns a handle. Over a process
+    set, root_rank is a rank within the set (process_set.rank() of the root)."""
+    ps_id = _ps(process_set, "broadcast")
     output = tensor.detach().clone(memory_format=torch.contiguous_format)
-    return _broadcast_async(tensor, output, root_rank, name)
+    return _broadcast_async(tensor, output, root_rank, name, ps_id)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """In place: root_rank's tensor overwrites tensor on every rank; returns a handle."""
-    _check_process_set(process_set)
+    ps_id = _ps(process_set, "broadcast")
     target = tensor.data if isinstance(tensor, torch.nn.Parameter) else tensor
-    return _broadcast_async(tensor, target, root_rank, name)
+    return _broadcast_async(tensor, target, root_rank, name, ps_id)
 
 
 class ZenBroadcast(torch.autograd.Function):
@@ -915,7 +899,7 @@ class ZenBroadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         grad_reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
-        if rank() != ctx.root_rank:
+        if _process_sets.set_rank(ctx.process_set) != ctx.root_rank:
             grad_reduced = grad_reduced * 0
         return grad_reduced, None, None, None
 
@@ -948,9 +932,8 @@ def join(device=-1):
 
 
 def barrier(process_set=global_process_set):
-    """Returns once every rank has called barrier()."""
-    _check_process_set(process_set)
-    c = _C.barrier_async()
+    """Returns once every rank of process_set (all ranks by default) has called barrier()."""
+    c = _C.barrier_async(process_set=_ps(process_set, "barrier"))
     try:
         _C.wait(c)
     except RuntimeError as e:

@@ -17,12 +17,12 @@ from contextlib import contextmanager
 
 import torch
 
+from zen.common import process_sets as _process_sets
 from zen.common.compression import check_topk_called
 from zen.torch.adasum_optimizer import adasum_methods, check_adasum_arguments
 from zen.torch.compression import Compression, TopKCompressor
 from zen.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
-                               size, _sparse_allreduce_async,
-                               synchronize, _check_process_set)
+                               size, _sparse_allreduce_async, synchronize)
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -81,7 +81,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 isinstance(groups, list) and all(isinstance(g, list) for g in groups)):
             raise ValueError("groups should be an int or a list of lists of parameters")
 
-        if size() > 1:
+        # Over a process set only its members average; the others step on their own
+        # gradients (Horovod's).
+        self._ps_id = _process_sets.process_set_id(process_set, "DistributedOptimizer",
+                                                   members_only=False)
+        self._member = self._ps_id == 0 or process_set.included()
+        if self._member and _process_sets.set_size(process_set) > 1:
             self._register_hooks()
 
     def load_state_dict(self, *args, **kwargs):
@@ -141,7 +146,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             else:
                 # The dense path's name: a rank posting this gradient dense (unused there,
                 # zeros) then meets a clear error instead of a stall.
-                handle = _sparse_allreduce_async(tensor, "allreduce.%s" % name, self.op)
+                handle = _sparse_allreduce_async(tensor, "allreduce.%s" % name, self.op,
+                                                 ps_id=self._ps_id)
                 return handle, None
 
         if isinstance(self._compression, TopKCompressor):
@@ -150,12 +156,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             if tensor_compressed.is_sparse:
                 # The selected elements; the daemon writes the dense result.
                 handle = _sparse_allreduce_async(tensor_compressed, "allreduce.%s" % name,
-                                                 self.op, dense=True)
+                                                 self.op, dense=True, ps_id=self._ps_id)
                 return handle, ctx
         else:
             tensor_compressed, ctx = self._compression.compress(tensor)
         if self.op == Average:
-            # Split the average across pre- and postscale factors; the daemon divides by size.
+            # Split the average across pre- and postscale factors; the daemon divides by the
+            # set's size.
             prescale_factor = 1.0 / self.gradient_predivide_factor
             postscale_factor = self.gradient_predivide_factor
         else:
@@ -163,7 +170,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             postscale_factor = 1.0
         handle = allreduce_async_(tensor_compressed, name=name, op=self.op,
                                   prescale_factor=prescale_factor,
-                                  postscale_factor=postscale_factor)
+                                  postscale_factor=postscale_factor,
+                                  process_set=self.process_set)
         return handle, ctx
 
     def _make_hook(self, p):
@@ -198,7 +206,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def synchronize(self):
         """Waits for every gradient's allreduce (posting those no hook has posted yet) and
-        writes the results into p.grad."""
+        writes the results into p.grad. A rank outside the process set keeps its own."""
+        if not self._member:
+            self._synchronized = True
+            return
         self._post_pending()
         for p, (handle, ctx) in self._handles.items():
             output = synchronize(handle)
@@ -264,7 +275,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
                          gradient_predivide_factor=1.0, num_groups=0, groups=None,
                          sparse_as_dense=False, process_set=global_process_set):
     """Wraps a torch optimizer so that its gradients are averaged (op=Average) or summed
-    (op=Sum) over all ranks before each step (horovod.torch.DistributedOptimizer), or so that
+    (op=Sum) over all ranks (over process_set's ranks: divided by its size; a rank outside it
+    steps on its own gradients) before each step (horovod.torch.DistributedOptimizer), or so that
     each rank steps locally and the ranks combine the parameter deltas with Adasum (op=Adasum:
     host parameters, a power-of-two number of ranks, dense gradients, Compression.none or
     .fp16; zen.torch.adasum_optimizer).
@@ -277,12 +289,15 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     travel densified instead of through Zen's sparse allreduce. num_groups / groups: accepted
     for compatibility; the daemon fuses the gradients that reach it together without them.
     """
-    _check_process_set(process_set)
+    _process_sets.process_set_id(process_set, "DistributedOptimizer", members_only=False)
     _check_compression(compression, optimizer)
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor not supported with op != Average")
     methods = dict(_DistributedOptimizer.__dict__)
     if op == Adasum:
+        if process_set is not None and process_set is not global_process_set:
+            raise ValueError("DistributedOptimizer(op=Adasum) runs over the global process set "
+                             "only, not %s" % (process_set,))
         check_adasum_arguments(optimizer, compression, sparse_as_dense)
         # Horovod's _DistributedAdasumOptimizer: the ranks combine parameter deltas. Alone,
         # adasum(delta) = delta: the wrapped optimizer as it is (as Horovod).
