@@ -289,8 +289,10 @@ ZEN_C_EXPORT int zen_enqueue_group(const zen_op_t* ops, int32_t count, zen_handl
  * - An operation over set s (zen_op_t.process_set = s) is enqueued by s's members only: a
  *   non-member's or an unknown id's enqueue fails at once (ZEN_INVALID_ARGUMENT). Its rank
  *   numbers (root_rank, splits, the order of gathered rows, received splits, reducescatter's
- *   pieces) are ranks within s: positions in its ascending ranks. The same name may be in
- *   flight in different sets at once.
+ *   pieces) are ranks within s: positions in its ascending ranks (zen.torch and
+ *   zen.tensorflow take broadcast's root as a job rank, as Horovod's, and translate it).
+ *   Different ranks may use the same name in different sets at once; on one rank a name is
+ *   in flight once.
  * - Join is global only. Removing a set fails its operations still pending. */
 
 /* Registers ranks[0..count) as a new process set on every rank; *id receives its id. */

@@ -78,7 +78,7 @@ def collectives_in_each_set():
     rows = lambda r: data(r, shape=(r + 1, 2), seed=2)  # noqa: E731 - rows differ per rank
     assert_equal(hvd.allgather(rows(hvd.rank()), name="g", process_set=own),
                  np.concatenate([rows(r) for r in own.ranks]))
-    assert_equal(hvd.broadcast(data(hvd.rank(), seed=4), 1, name="b", process_set=own),
+    assert_equal(hvd.broadcast(data(hvd.rank(), seed=4), own.ranks[1], name="b", process_set=own),
                  data(own.ranks[1], seed=4))
     sends = {p: data(r, shape=(p + 3, 2), seed=9) for p, r in enumerate(own.ranks)}
     out, received = hvd.alltoall(sends[me], splits=[me + 1, 2], name="a", process_set=own)
@@ -139,7 +139,7 @@ def gradients_through_a_set():
     assert_equal(grad, 2 * w[offset:offset + hvd.rank() + 1])
     z = tf.Variable(data(hvd.rank(), seed=4))
     with tf.GradientTape() as tape:
-        loss = tf.reduce_sum(hvd.broadcast(z, 1, name="b.grad", process_set=own))
+        loss = tf.reduce_sum(hvd.broadcast(z, own.ranks[1], name="b.grad", process_set=own))
     want = 2 * np.ones((2, 3), np.float32) if me == 1 else np.zeros((2, 3), np.float32)
     assert_equal(tape.gradient(loss, z), want)
 

@@ -139,16 +139,20 @@ def allgather_gradient_in_set():
 
 
 @check
-def broadcast_root_within_the_set():
+def broadcast_root_is_a_job_rank_in_the_set():
     own, _ = mine()
-    root = own.ranks[1]  # the set's rank 1
-    got = hvd.broadcast(t(data(hvd.rank(), seed=4)), root_rank=1, name="b", process_set=own)
+    root = own.ranks[1]  # the root as a rank of the job, as Horovod's
+    got = hvd.broadcast(t(data(hvd.rank(), seed=4)), root_rank=root, name="b", process_set=own)
     assert_equal(got, data(root, seed=4))
     inplace = t(data(hvd.rank(), seed=4))
-    hvd.broadcast_(inplace, root_rank=0, name="b.inplace", process_set=own)
+    hvd.broadcast_(inplace, root_rank=own.ranks[0], name="b.inplace", process_set=own)
     assert_equal(inplace, data(own.ranks[0], seed=4))
-    assert hvd.broadcast_object("from %d" % hvd.rank(), root_rank=1, name="b.obj",
+    assert hvd.broadcast_object("from %d" % hvd.rank(), root_rank=root, name="b.obj",
                                 process_set=own) == "from %d" % root
+    outsider = [r for r in range(hvd.size()) if r not in own.ranks][0]
+    expect_raises(ValueError, lambda: hvd.broadcast(t(data(0)), root_rank=outsider,
+                                                    name="b.outsider", process_set=own),
+                  "not a member")
 
 
 @check

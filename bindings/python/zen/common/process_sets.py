@@ -8,9 +8,10 @@ The rules (the daemon's, bindings/c_api.h "Process sets"):
   every rank, or raises on every rank (ranks that differ between the ranks, a duplicate, a
   rank outside the job), within ZEN_TIMEOUT.
 * A collective over a set is called by its members only (others get ValueError at once).
-* Rank numbers a collective over a set takes or returns (broadcast's root_rank, alltoall's
-  splits, the order of allgather's rows) are ranks within the set: positions in its
-  ascending ranks, ProcessSet.rank(). (Horovod's broadcast takes the root's global rank.)
+* Broadcast's root_rank is the root's rank in the job, as Horovod's, and must be a member;
+  the other rank numbers a collective over a set takes or returns (alltoall's splits, the
+  order of allgather's rows) are ranks within the set: positions in its ascending ranks,
+  ProcessSet.rank(), as Horovod's. (The C API takes the root within the set too.)
 * join is global only; barrier(process_set) is an allreduce-free barrier of the set.
 """
 
@@ -205,6 +206,19 @@ def set_rank(process_set):
     if process_set is None or process_set.process_set_id == 0:
         return basics.rank()
     return process_set.rank()
+
+
+def root_in_set(process_set, root_rank, what):
+    """A root given as a rank of the job (Horovod's broadcast root_rank, over a set too) ->
+    its rank within process_set, which the daemon takes; ValueError when it is not a member."""
+    if not isinstance(root_rank, int) or isinstance(root_rank, bool) or root_rank < 0:
+        raise ValueError("%s: root_rank must be a rank, not %r" % (what, root_rank))
+    if process_set is None or process_set.process_set_id == 0:
+        return root_rank
+    if root_rank not in process_set.ranks:
+        raise ValueError("%s: root_rank %d is not a member of %s" % (what, root_rank,
+                                                                    process_set))
+    return process_set.ranks.index(root_rank)
 
 
 def set_size(process_set):

@@ -14,7 +14,7 @@ def _broadcast_group(variables, root_rank, process_set):
 
 def broadcast_variables(variables, root_rank, process_set=global_process_set):
     """Assigns root_rank's value of every variable (tf.Variable or Keras variable) to it on
-    every rank (of process_set; root_rank within it); the broadcasts run concurrently (one
+    every rank (of process_set; root_rank is the root's rank in the job); the broadcasts run concurrently (one
     tf.function, the variables captured). Every rank passes the same variables in the same
     order."""
     process_set_id(process_set, "broadcast_variables")

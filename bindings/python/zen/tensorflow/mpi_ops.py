@@ -447,20 +447,20 @@ def _grouped_reducescatter_grad(op, *grads):
 
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set,
               ignore_name_scope=False):
-    """root_rank's tensor on every rank (of process_set; root_rank is then a rank within the
-    set)."""
+    """root_rank's tensor on every rank (of process_set: root_rank is the root's rank in the
+    job, as Horovod's, and a member)."""
     ps_id = _ps(process_set, "broadcast")
-    if not isinstance(root_rank, int) or root_rank < 0:
-        raise ValueError("broadcast: root_rank must be a rank, not %r" % (root_rank,))
+    root = _process_sets.root_in_set(process_set, root_rank, "broadcast")
     wire, dtype = _to_wire(tensor)
-    out = _ops.zen_broadcast(wire, _name("broadcast", name, tensor), root_rank=root_rank,
+    out = _ops.zen_broadcast(wire, _name("broadcast", name, tensor), root_rank=root,
                              process_set_id=ps_id)
     return _from_wire(out, dtype)
 
 
 @_tf_ops.RegisterGradient("ZenBroadcast")
 def _broadcast_grad(op, grad):
-    """The summed gradient on the root rank, zeros elsewhere (as horovod.tensorflow)."""
+    """The summed gradient on the root rank, zeros elsewhere (as horovod.tensorflow); the
+    op's root_rank is within its set."""
     ps_id = op.get_attr("process_set_id")
     reduced = _ops.zen_allreduce(grad, _grad_name(op, "broadcast"),
                                  reduce_op=basics.C_OPS[Sum], process_set_id=ps_id)

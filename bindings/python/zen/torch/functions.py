@@ -6,6 +6,7 @@ import pickle
 
 import torch
 
+from zen.common import basics as _basics
 from zen.common import process_sets as _process_sets
 from zen.torch.mpi_ops import (allgather, broadcast_, broadcast_async_, global_process_set,
                                synchronize)
@@ -13,7 +14,7 @@ from zen.torch.mpi_ops import (allgather, broadcast_, broadcast_async_, global_p
 
 def broadcast_parameters(params, root_rank, prefix=None, process_set=global_process_set):
     """Broadcasts the parameters from root_rank to every rank (of process_set; root_rank
-    within it), in place.
+    is the root's rank in the job, as Horovod's), in place.
 
     params: model.state_dict(), model.named_parameters(), or a list of parameters or of
     (name, tensor) pairs.
@@ -63,8 +64,8 @@ def _numeric(value):
 def broadcast_optimizer_state(optimizer, root_rank, model=None, prefix="optimizer.",
                               process_set=global_process_set):
     """Broadcasts an optimizer's state (per-parameter tensors and scalars, and the numeric
-    options of its parameter groups such as the learning rate) from root_rank (within
-    process_set), in place."""
+    options of its parameter groups such as the learning rate) from root_rank (a rank
+    of the job in process_set), in place."""
     from zen.torch.optimizer import _DistributedOptimizer
     _process_sets.process_set_id(process_set, "broadcast_optimizer_state")
     if isinstance(optimizer, torch.optim.LBFGS):
@@ -146,11 +147,12 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, prefix="optimize
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """root_rank's picklable object, on every rank (of process_set; root_rank within it)."""
+    """root_rank's picklable object, on every rank (of process_set; root_rank is
+    the root's rank in the job)."""
     _process_sets.process_set_id(process_set, "broadcast_object")
     # Not named after the type as Horovod does: the other ranks often pass None.
     name = "object." + (name or "noname")
-    if _process_sets.set_rank(process_set) == root_rank:
+    if _basics.rank() == root_rank:
         buf = io.BytesIO()
         pickle.dump(obj, buf)
         payload = torch.tensor(bytearray(buf.getvalue()), dtype=torch.uint8)

@@ -848,9 +848,9 @@ def grouped_reducescatter(tensors, name=None, compression=None, op=Average,
 
 # ---- broadcast ----
 
-def _broadcast_async(tensor, output, root_rank, name, ps_id):
-    if not isinstance(root_rank, int) or root_rank < 0:
-        raise ValueError("broadcast: root_rank must be a rank, not %r" % (root_rank,))
+def _broadcast_async(tensor, output, root_rank, name, process_set):
+    ps_id = _ps(process_set, "broadcast")
+    root = _process_sets.root_in_set(process_set, root_rank, "broadcast")
     _check_device(tensor)
     wire = output
     dtype = _wire_dtype(output)
@@ -860,7 +860,7 @@ def _broadcast_async(tensor, output, root_rank, name, ps_id):
             wire = wire.view(1)
         if wire.data_ptr() == output.data_ptr():
             wire = wire.clone()
-    c = _C.broadcast_async(_name("broadcast", name), wire, int(root_rank), _stream(wire),
+    c = _C.broadcast_async(_name("broadcast", name), wire, root, _stream(wire),
                            process_set=ps_id)
 
     def finish():
@@ -873,18 +873,16 @@ def _broadcast_async(tensor, output, root_rank, name, ps_id):
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
-    """root_rank's tensor, into a new tensor on every rank; returns a handle. Over a process
-    set, root_rank is a rank within the set (process_set.rank() of the root)."""
-    ps_id = _ps(process_set, "broadcast")
+    """root_rank's tensor, into a new tensor on every rank (of process_set: root_rank is the
+    root's rank in the job, as Horovod's, and a member); returns a handle."""
     output = tensor.detach().clone(memory_format=torch.contiguous_format)
-    return _broadcast_async(tensor, output, root_rank, name, ps_id)
+    return _broadcast_async(tensor, output, root_rank, name, process_set)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
     """In place: root_rank's tensor overwrites tensor on every rank; returns a handle."""
-    ps_id = _ps(process_set, "broadcast")
     target = tensor.data if isinstance(tensor, torch.nn.Parameter) else tensor
-    return _broadcast_async(tensor, target, root_rank, name, ps_id)
+    return _broadcast_async(tensor, target, root_rank, name, process_set)
 
 
 class ZenBroadcast(torch.autograd.Function):
@@ -899,7 +897,7 @@ class ZenBroadcast(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         grad_reduced = allreduce(grad_output, op=Average, process_set=ctx.process_set)
-        if _process_sets.set_rank(ctx.process_set) != ctx.root_rank:
+        if _basics.rank() != ctx.root_rank:
             grad_reduced = grad_reduced * 0
         return grad_reduced, None, None, None
 
