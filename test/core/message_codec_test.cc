@@ -45,7 +45,20 @@ RequestList sampleRequests() {
   a.op = OpType::kAlltoall;
   a.shape = TensorShape({6, 8});
   a.splits = {0, 4, 2};
+  a.processSet = 2;  // splits within the set
   list.requests.push_back(a);
+  Request add;
+  add.rank = 3;
+  add.name = "process_set.add.0";
+  add.op = OpType::kAddProcessSet;
+  add.members = {0, 2, 3, 70000};
+  list.requests.push_back(add);
+  Request remove;
+  remove.rank = 3;
+  remove.name = "process_set.remove.5";
+  remove.op = OpType::kRemoveProcessSet;
+  remove.processSet = 5;
+  list.requests.push_back(remove);
   list.shutdown = true;
   return list;
 }
@@ -77,6 +90,7 @@ ResponseList sampleResponses() {
   alltoall.devices = {Device::cpu(), Device::cpu()};
   alltoall.shapes = {TensorShape({9, 8})};
   alltoall.splits = {1, 2, 0, 6};
+  alltoall.processSet = 7;
   list.responses.push_back(alltoall);
   Response scatter;
   scatter.type = ResponseType::kReducescatter;
@@ -95,6 +109,17 @@ ResponseList sampleResponses() {
   join.tensorNames = {kJoinTensorName};
   join.lastJoinedRank = 1;
   list.responses.push_back(join);
+  Response added;
+  added.type = ResponseType::kAddProcessSet;
+  added.tensorNames = {"process_set.add.0"};
+  added.processSet = 3;
+  added.members = {1, 4};
+  list.responses.push_back(added);
+  Response removed;
+  removed.type = ResponseType::kRemoveProcessSet;
+  removed.tensorNames = {"process_set.remove.3"};
+  removed.processSet = 3;
+  list.responses.push_back(removed);
   return list;
 }
 
@@ -105,6 +130,44 @@ TEST(MessageCodec, RequestListRoundTrips) {
   ASSERT_TRUE(decoded.isOk()) << decoded.status().toString();
   EXPECT_EQ(decoded.value(), list);
   EXPECT_EQ(decoded.value().requests[1].name.size(), list.requests[1].name.size());
+}
+
+// Wire version 3: every request and response carries its process set and member list.
+TEST(MessageCodec, ProcessSetFieldsRoundTrip) {
+  const RequestList requests = sampleRequests();
+  auto back = decodeRequestList(encodeRequestList(requests));
+  ASSERT_TRUE(back.isOk()) << back.status().toString();
+  const auto& q = back.value().requests;
+  ASSERT_EQ(q.size(), 6u);
+  EXPECT_EQ(q[0].processSet, kGlobalProcessSet);
+  EXPECT_EQ(q[3].processSet, 2);
+  EXPECT_EQ(q[4].op, OpType::kAddProcessSet);
+  EXPECT_EQ(q[4].members, (std::vector<int32_t>{0, 2, 3, 70000}));
+  EXPECT_EQ(q[5].op, OpType::kRemoveProcessSet);
+  EXPECT_EQ(q[5].processSet, 5);
+  const ResponseList responses = sampleResponses();
+  auto plan = decodeResponseList(encodeResponseList(responses));
+  ASSERT_TRUE(plan.isOk()) << plan.status().toString();
+  const auto& p = plan.value().responses;
+  ASSERT_EQ(p.size(), 8u);
+  EXPECT_EQ(p[2].processSet, 7);
+  EXPECT_EQ(p[6].type, ResponseType::kAddProcessSet);
+  EXPECT_EQ(p[6].processSet, 3);
+  EXPECT_EQ(p[6].members, (std::vector<int32_t>{1, 4}));
+  EXPECT_EQ(p[7].type, ResponseType::kRemoveProcessSet);
+
+  // A member count larger than the message fails before allocating; the field is the last
+  // of a request: its 4-byte count, then 4 bytes per member.
+  RequestList one;
+  one.requests = {q[4]};
+  auto bytes = encodeRequestList(one);
+  const size_t countAt = bytes.size() - 4 - 4 * q[4].members.size();
+  EXPECT_EQ(bytes[countAt], 4u);
+  for (size_t i = 0; i < 4; ++i) bytes[countAt + i] = 0xff;
+  auto r = decodeRequestList(bytes);
+  ASSERT_FALSE(r.isOk());
+  EXPECT_NE(r.status().message().find("process set members"), std::string::npos)
+      << r.status().toString();
 }
 
 TEST(MessageCodec, EmptyListsRoundTrip) {

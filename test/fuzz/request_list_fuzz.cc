@@ -25,7 +25,12 @@ std::vector<uint8_t> validList() {
   b.shape = TensorShape({2, 3, 4});
   b.device = Device{Device::Kind::kCuda, 1};
   b.rootRank = 1;
-  list.requests = {a, b};
+  b.processSet = 2;  // wire version 3: a process set's request, and a registration
+  Request add;
+  add.name = "process_set.add.0";
+  add.op = OpType::kAddProcessSet;
+  add.members = {0, 2, 3};
+  list.requests = {a, b, add};
   return encodeRequestList(list);
 }
 

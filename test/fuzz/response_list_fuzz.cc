@@ -31,7 +31,13 @@ std::vector<uint8_t> validList() {
   error.type = ResponseType::kError;
   error.tensorNames = {"x"};
   error.errorMessage = "rank 2 sent dtype float16, rank 0 float32 for 'x'";
-  list.responses = {sparse, gather, error};
+  gather.processSet = 2;  // wire version 3: a process set's response, and a registration
+  Response added;
+  added.type = ResponseType::kAddProcessSet;
+  added.tensorNames = {"process_set.add.0"};
+  added.processSet = 3;
+  added.members = {1, 4};
+  list.responses = {sparse, gather, error, added};
   list.shutdown = true;
   return encodeResponseList(list);
 }
