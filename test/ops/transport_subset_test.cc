@@ -434,7 +434,9 @@ TEST_P(TransportTest, SubsetWithAnAbsentMemberTimesOutAndFailsTheJobTransport) {
         EXPECT_GE(took, std::chrono::milliseconds(450));
         EXPECT_LT(took, std::chrono::seconds(5));
         EXPECT_EQ(t.barrier().code(), StatusCode::kAborted);
-        if (set) EXPECT_EQ(set->barrier().code(), StatusCode::kAborted);
+        if (set) {
+          EXPECT_EQ(set->barrier().code(), StatusCode::kAborted);
+        }
       },
       options);
 }
