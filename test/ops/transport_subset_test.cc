@@ -434,7 +434,37 @@ TEST_P(TransportTest, SubsetWithAnAbsentMemberTimesOutAndFailsTheJobTransport) {
         EXPECT_GE(took, std::chrono::milliseconds(450));
         EXPECT_LT(took, std::chrono::seconds(5));
         EXPECT_EQ(t.barrier().code(), StatusCode::kAborted);
-        if (set) EXPECT_EQ(set->barrier().code(), StatusCode::kAborted);
+        if (set) {
+          EXPECT_EQ(set->barrier().code(), StatusCode::kAborted);
+        }
+      },
+      options);
+}
+
+// Ranks 0 and 1 name set {0, 1} with different ids: under MPI the members' meeting refuses
+// it on both; on the message backends the two ids are two tag spaces, so the set's first
+// collective times out (or hears that the other timed out). Loud either way, within the bound.
+TEST_P(TransportTest, MembersThatDisagreeOnTheSetIdFailLoudly) {
+  RankOptions options;
+  options.timeoutSeconds = 0.5;
+  run(
+      [&](Transport& t) {
+        if (t.size() < 2 || t.rank() > 1) return;
+        const auto start = std::chrono::steady_clock::now();
+        Result<std::unique_ptr<Transport>> made = t.subset({0, 1}, 41 + t.rank());
+        Status s = made.status();
+        if (backend() == Backend::kMpi) {
+          EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.toString();
+          EXPECT_NE(s.message().find(std::to_string(41 + t.rank())), std::string::npos)
+              << s.toString();
+        } else {
+          ASSERT_TRUE(made.isOk()) << s.toString();
+          s = made.value()->barrier();
+          // The first to time out aborts, so the other may hear that first (kIoError).
+          EXPECT_TRUE(s.code() == StatusCode::kTimeout || s.code() == StatusCode::kIoError)
+              << s.toString();
+        }
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
       },
       options);
 }
