@@ -7,7 +7,8 @@
 //   bit 1            NOT uncached request queued   (0 = somebody needs the slow path)
 //   bit 2            NOT stale (invalid) entry seen
 //   bit 3            NOT joined
-//   bits 4 .. 4+n    entry b hit by a queued request        (1 after AND = hit on every rank)
+//   bits 4 .. 4+n    entry b hit by a queued request, or b is an entry of a process set this
+//                    rank is not in                         (1 after AND = hit on every member)
 //   bits 4+n .. 4+2n NOT entry b stale on this rank          (0 after AND = erase everywhere)
 //
 // with n the cache's bit count, equal on every rank. Horovod needs a second (OR) allreduce to
