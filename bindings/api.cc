@@ -349,12 +349,7 @@ Status Api::removeProcessSet(int32_t id) {
 Result<std::vector<int32_t>> Api::processSetRanks(int32_t id) const {
   std::shared_ptr<Runtime> rt = runtime();
   if (!rt) return notInitialized();
-  if (id == kGlobalProcessSet) {
-    std::vector<int32_t> all(static_cast<size_t>(rt->size()));
-    for (size_t r = 0; r < all.size(); ++r) all[r] = static_cast<int32_t>(r);
-    return all;
-  }
-  std::vector<int32_t> ranks = rt->processSetRanks(id);
+  std::vector<int32_t> ranks = rt->processSetRanks(id);  // set 0: every rank
   ZEN_CHECK_ARG(!ranks.empty(), "unknown process set {}: never added, or removed", id);
   return ranks;
 }

@@ -30,7 +30,7 @@
 
 #include "controller/clock.h"
 #include "controller/message_table.h"
-#include "controller/process_sets.h"
+#include "core/process_sets.h"
 #include "controller/stall_inspector.h"
 #include "core/message.h"
 

@@ -32,7 +32,7 @@
 
 #include "controller/cache_bits.h"
 #include "controller/clock.h"
-#include "controller/process_sets.h"
+#include "core/process_sets.h"
 #include "controller/response_cache.h"
 #include "core/message.h"
 #include "core/status.h"

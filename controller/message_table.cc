@@ -2,7 +2,7 @@
 
 #include "controller/message_table.h"
 
-#include "controller/process_sets.h"
+#include "core/process_sets.h"
 
 namespace zen::controller {
 

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "controller/message_table.h"
-#include "controller/process_sets.h"
+#include "core/process_sets.h"
 #include "core/message.h"
 
 namespace zen::controller {

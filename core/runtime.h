@@ -33,7 +33,7 @@
 #include "core/executor.h"
 #include "core/handle.h"
 #include "core/negotiator.h"
-#include "core/process_set_table.h"
+#include "core/process_sets.h"
 #include "core/runtime_stats.h"
 #include "core/tensor_queue.h"
 #include "core/timeline.h"

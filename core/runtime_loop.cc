@@ -96,8 +96,7 @@ bool Runtime::runCycle() {
 }
 
 void Runtime::execute(const Response& response, Clock::time_point planned) {
-  if (response.type == ResponseType::kAddProcessSet ||
-      response.type == ResponseType::kRemoveProcessSet) {
+  if (isRegistration(response.type)) {
     changeProcessSets(response);
     return;
   }
@@ -164,18 +163,18 @@ void Runtime::execute(const Response& response, Clock::time_point planned) {
 
 void Runtime::changeProcessSets(const Response& response) {
   const std::string& name = response.tensorNames.front();
-  TensorEntry* entry = queue_.take(name, response.processSet);
+  TensorEntry* entry = queue_.take(name, requestSetOf(response));
   const int32_t id = response.processSet;
   Status status;
   if (response.type == ResponseType::kAddProcessSet) {
-    processSets_.add(id, response.members);
+    processSets_.learn(response);
     if (rankInSet(response.members, rank()) >= 0) {
       status = executor_->addProcessSet(id, response.members);
     }
     if (entry != nullptr && status.isOk()) entry->handle->result().processSet = id;
   } else {
     const bool member = processSets_.place(id).has_value();
-    processSets_.remove(id);
+    processSets_.learn(response);
     if (member) {
       executor_->drain();  // the set's buckets still on a device end first
       executor_->removeProcessSet(id);

@@ -55,11 +55,8 @@ std::vector<TensorEntry*> TensorQueue::takeNew() {
 TensorEntry* TensorQueue::take(const std::string& name, int32_t processSet) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(name);
-  if (it == entries_.end()) return nullptr;
-  const Request& q = it->second->request;
-  // Registrations are collectives of the whole job whatever set they name.
-  const bool registration = q.op == OpType::kAddProcessSet || q.op == OpType::kRemoveProcessSet;
-  if ((q.processSet != processSet && !registration) || !taken_.insert(it->second.get()).second) {
+  if (it == entries_.end() || it->second->request.processSet != processSet ||
+      !taken_.insert(it->second.get()).second) {
     return nullptr;
   }
   return it->second.get();

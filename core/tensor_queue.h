@@ -54,11 +54,11 @@ class TensorQueue {
 
   // Background thread: the entries added since the last call, in order of arrival.
   std::vector<TensorEntry*> takeNew();
-  // Background thread: this rank's entry of `name` for a response of the plan over process set
-  // `processSet`, marked as taken. Null when this rank holds none that no earlier response
-  // took: it joined instead of posting it (an entry of that name still in an earlier bucket,
-  // in flight on an asynchronous executor, is that bucket's, not this response's; one posted
-  // to another set is that set's).
+  // Background thread: this rank's entry of `name` posted on process set `processSet`
+  // (requestSetOf(response): an add's request is the job's), marked as taken. Null when this rank
+  // holds none that no earlier response took: it joined instead of posting it (an entry of that
+  // name still in an earlier bucket, in flight on an asynchronous executor, is that bucket's, not
+  // this response's; one posted to another set is that set's).
   TensorEntry* take(const std::string& name, int32_t processSet);
   // Removes `entry`, queued as `name` (never a later entry of that name); null when it is gone.
   std::unique_ptr<TensorEntry> remove(const std::string& name, const TensorEntry* entry);

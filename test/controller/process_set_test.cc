@@ -11,7 +11,7 @@
 
 #include "controller/coordinator.h"
 #include "controller/fusion_planner.h"
-#include "controller/process_sets.h"
+#include "core/process_sets.h"
 #include "controller/validation.h"
 #include "sim_cluster.h"
 

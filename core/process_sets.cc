@@ -1,12 +1,17 @@
-// The id -> members map of the process sets a rank knows (controller/process_sets.h).
+// The id -> members map of the process sets a rank knows (core/process_sets.h).
 
-#include "controller/process_sets.h"
+#include "core/process_sets.h"
 
 #include <algorithm>
 #include <numeric>
 #include <utility>
 
-namespace zen::controller {
+namespace zen {
+
+int rankInSet(const std::vector<int32_t>& members, int rank) {
+  const auto it = std::lower_bound(members.begin(), members.end(), rank);
+  return it != members.end() && *it == rank ? static_cast<int>(it - members.begin()) : -1;
+}
 
 ProcessSets::ProcessSets(int jobSize) {
   std::vector<int32_t> job(static_cast<size_t>(jobSize));
@@ -21,9 +26,7 @@ const std::vector<int32_t>* ProcessSets::members(int32_t id) const {
 
 int ProcessSets::position(int32_t id, int jobRank) const {
   const std::vector<int32_t>* m = members(id);
-  if (m == nullptr) return -1;
-  auto it = std::lower_bound(m->begin(), m->end(), jobRank);
-  return it != m->end() && *it == jobRank ? static_cast<int>(it - m->begin()) : -1;
+  return m == nullptr ? -1 : rankInSet(*m, jobRank);
 }
 
 std::optional<int32_t> ProcessSets::findByMembers(const std::vector<int32_t>& members) const {
@@ -58,4 +61,27 @@ bool isRegistration(ResponseType type) {
   return type == ResponseType::kAddProcessSet || type == ResponseType::kRemoveProcessSet;
 }
 
-}  // namespace zen::controller
+void ProcessSetTable::learn(const Response& response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  sets_.learn(response);
+}
+
+std::vector<int32_t> ProcessSetTable::ranks(int32_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const std::vector<int32_t>* m = sets_.members(id);
+  return m == nullptr ? std::vector<int32_t>{} : *m;
+}
+
+std::optional<SetPlace> ProcessSetTable::place(int32_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const int rank = sets_.position(id, jobRank_);
+  if (rank < 0) return std::nullopt;
+  return SetPlace{rank, static_cast<int>(sets_.members(id)->size())};
+}
+
+bool ProcessSetTable::contains(int32_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sets_.contains(id);
+}
+
+}  // namespace zen
