@@ -30,9 +30,9 @@
 
 #include "controller/clock.h"
 #include "controller/message_table.h"
-#include "core/process_sets.h"
 #include "controller/stall_inspector.h"
 #include "core/message.h"
+#include "core/process_sets.h"
 
 namespace zen::controller {
 

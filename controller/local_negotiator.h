@@ -32,9 +32,9 @@
 
 #include "controller/cache_bits.h"
 #include "controller/clock.h"
-#include "core/process_sets.h"
 #include "controller/response_cache.h"
 #include "core/message.h"
+#include "core/process_sets.h"
 #include "core/status.h"
 
 namespace zen::controller {

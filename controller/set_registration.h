@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "controller/message_table.h"
-#include "core/process_sets.h"
 #include "core/message.h"
+#include "core/process_sets.h"
 
 namespace zen::controller {
 

@@ -11,8 +11,8 @@
 
 #include "controller/coordinator.h"
 #include "controller/fusion_planner.h"
-#include "core/process_sets.h"
 #include "controller/validation.h"
+#include "core/process_sets.h"
 #include "sim_cluster.h"
 
 namespace zen::controller {
