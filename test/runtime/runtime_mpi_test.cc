@@ -13,6 +13,7 @@
 #include <map>
 #include <string>
 
+#include "test/runtime/process_set_steps.h"
 #include "test/runtime/runtime_test_util.h"
 
 extern char** environ;
@@ -153,6 +154,14 @@ TEST(MpiRuntime, AlltoallAndReducescatterAgainstAReference) {
       ++which;
     }
   }
+}
+
+// Sets over MPI: each is a communicator the members create (MPI_Comm_create_group) when the
+// plan registers it. CTest runs this alone, at 4 ranks (runtime.mpi.process_sets).
+TEST(MpiRuntime, ProcessSetsEveryCollectiveAgainstAReference) {
+  auto rt = mpiRuntime();
+  ASSERT_TRUE(rt);
+  EXPECT_EQ(processSetSteps(*rt), "") << "rank " << rt->rank();
 }
 
 TEST(MpiRuntime, ShutdownByOneRankStopsAll) {
