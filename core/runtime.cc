@@ -129,7 +129,7 @@ Result<std::vector<Handle>> Runtime::enqueueGroup(std::vector<TensorOp> ops) {
     entries.push_back(std::move(entry));
   }
   ZEN_RETURN_IF_ERROR(queue_.add(std::move(entries)));
-  adds_ += adds;
+  if (adds > 0) adds_ += adds;  // under addMu_, held since the first add
   return handles;
 }
 
