@@ -1,12 +1,43 @@
 """What the ranks of the zen.torch and zen.tensorflow tests share (torch_checks.py,
-tf_checks.py, torch_train.py, tf_train.py): a check's report, the line rank_jobs.py reads
-back, the loops over the checks and over the training schemes, and expect_raises. Standard library only: it serves either framework."""
+tf_checks.py, torch_train.py, tf_train.py, ...): the checkout's package on sys.path, the list
+of checks, a check's report, the line rank_jobs.py reads back, the loops over the checks and
+over the training schemes, and expect_raises. Standard library only: it serves either
+framework."""
 
 import json
 import os
+import sys
 import traceback
 
 PREFIX = "ZENTEST "
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def add_checkout_package():
+    """Puts the checkout's bindings/python on sys.path, for the scripts to call before they
+    import zen. The checkout's package last: PYTHONPATH (CTest's staged copy in its build
+    directory) first."""
+    sys.path.append(os.path.join(ROOT, "bindings", "python"))
+
+
+class Checks(list):
+    """A script's checks in the order they are defined: check, the decorator, adds one. The
+    scripts bind it as `check` (check = CHECKS.check): rank_jobs.check_names finds the
+    checks by that decorator's name without importing the script."""
+
+    def check(self, fn):
+        self.append(fn)
+        return fn
+
+
+def barrier_if_running(hvd):
+    """run_checks' default after(): a barrier while the daemon runs (a check may shut it
+    down), a failing one passed over (a stopped daemon: the later checks report it)."""
+    if hvd.is_initialized():
+        try:
+            hvd.barrier()
+        except Exception:  # noqa: BLE001 - a stopped daemon: later checks report it
+            pass
 
 
 def report(name, fn):
@@ -20,11 +51,14 @@ def report(name, fn):
     print(PREFIX + json.dumps(result), flush=True)
 
 
-def run_checks(hvd, checks, names, after):
+def run_checks(hvd, checks, names, after=None):
     """Between hvd.init() and hvd.shutdown() (hvd: zen.torch or zen.tensorflow), reports
-    each of checks (functions, named by __name__) that names holds, or all when names is
-    empty, in order; after() runs after each (a barrier keeping the ranks in step).
-    Returns 0, the exit code."""
+    each of checks (a Checks: functions, named by __name__) that names holds, or all when
+    names is empty, in order; after() runs after each (a barrier keeping the ranks in step;
+    barrier_if_running(hvd) when None). Returns 0, the exit code."""
+    if after is None:
+        def after():
+            barrier_if_running(hvd)
     hvd.init()
     for fn in checks:
         if not names or fn.__name__ in names:

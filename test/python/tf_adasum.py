@@ -23,23 +23,17 @@ import tensorflow as tf  # noqa: E402
 # reference can hold the optimizers to TOL.
 keras.config.set_floatx("float64")
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
-sys.path.append(os.path.join(ROOT, "bindings", "python"))
+from rank_report import Checks, add_checkout_package, expect_raises, run_checks  # noqa: E402
+
+add_checkout_package()
 
 import zen.tensorflow as hvd  # noqa: E402
 from adasum_reference import adasum_tree, assert_close  # noqa: E402
-from rank_report import expect_raises, run_checks  # noqa: E402
 
-CHECKS = []
+CHECKS = Checks()
+check = CHECKS.check
 TOL = 1e-10  # float64, a few steps
 STEPS, BATCH, LR = 4, 5, 0.1
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
 
 
 def fresh():

@@ -18,23 +18,17 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
-sys.path.append(os.path.join(ROOT, "bindings", "python"))
+from rank_report import Checks, add_checkout_package, expect_raises, run_checks  # noqa: E402
+
+add_checkout_package()
 
 import zen.tensorflow as hvd  # noqa: E402
 from adasum_reference import adasum_tree, assert_close  # noqa: E402
-from rank_report import expect_raises, run_checks  # noqa: E402
 
-CHECKS = []
+CHECKS = Checks()
+check = CHECKS.check
 DTYPES = [tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int32, tf.int64]
 WIDENED = [tf.uint8, tf.int8, tf.int16]
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
 
 
 def small_ints(shape, dtype, seed=1234, lo=-8, hi=8):

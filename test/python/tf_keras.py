@@ -20,23 +20,17 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
-sys.path.append(os.path.join(ROOT, "bindings", "python"))
+from rank_report import Checks, add_checkout_package, expect_raises, run_checks  # noqa: E402
+
+add_checkout_package()
 
 import zen.tensorflow.keras as hvd  # noqa: E402
 from zen.tensorflow import barrier  # noqa: E402
-from rank_report import expect_raises, run_checks  # noqa: E402
 
-CHECKS = []
+CHECKS = Checks()
+check = CHECKS.check
 GLOBAL_BATCH, IN, OUT = 8, 3, 2
 VOCAB, DIM, LENGTH, CLASSES = 32, 4, 5, 3
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
 
 
 def close(got, want, tol=1e-5, what=""):

@@ -19,35 +19,18 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
-sys.path.append(os.path.join(ROOT, "bindings", "python"))
+from process_set_fixtures import data, process_sets  # noqa: E402
+from rank_report import Checks, add_checkout_package, expect_raises, run_checks  # noqa: E402
+
+add_checkout_package()
 
 import keras  # noqa: E402
 
 import zen.tensorflow as hvd  # noqa: E402
-from rank_report import expect_raises, run_checks  # noqa: E402
 
-CHECKS = []
-A = hvd.ProcessSet([0, 1])
-B = hvd.ProcessSet([3, 2])  # any order: ranks [2, 3]
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
-
-
-def mine():
-    """This rank's set (A or B) and the other."""
-    return (A, B) if hvd.rank() < 2 else (B, A)
-
-
-def data(rank, shape=(2, 3), seed=0):
-    """Rank rank's input: small integers, exact in float32 sums."""
-    g = np.random.default_rng(1000 * seed + rank)
-    return g.integers(-8, 9, size=shape).astype(np.float32)
+CHECKS = Checks()
+check = CHECKS.check
+A, B, mine = process_sets(hvd)
 
 
 def assert_equal(got, want):

@@ -15,23 +15,17 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
-sys.path.append(os.path.join(ROOT, "bindings", "python"))
+from rank_report import Checks, add_checkout_package, expect_raises, run_checks  # noqa: E402
+
+add_checkout_package()
 
 import zen.tensorflow as hvd  # noqa: E402
 from dgc_reference import (BIAS, MIN_SIZE, SHAPE, dgc_reference, grads, largest,  # noqa: E402
                            step_grads)
-from rank_report import expect_raises, run_checks  # noqa: E402
 
-CHECKS = []
+CHECKS = Checks()
+check = CHECKS.check
 TOL = 1e-12
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
 
 
 def assert_close(got, want, what, tol=TOL):
@@ -168,10 +162,5 @@ def topk_keras_two_passes():
     assert_close(b.numpy(), want_b, "b")
 
 
-def barrier_if_running():
-    if hvd.is_initialized():
-        hvd.barrier()
-
-
 if __name__ == "__main__":
-    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:], barrier_if_running))
+    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:]))

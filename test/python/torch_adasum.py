@@ -11,29 +11,22 @@ must equal the reference and be the same bits on every rank. Prints one line per
 rank: `ZENTEST {"check": ..., ...}`.
 """
 
-import os
 import sys
 
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
-sys.path.append(os.path.join(ROOT, "bindings", "python"))
+from rank_report import Checks, add_checkout_package, expect_raises, run_checks
+
+add_checkout_package()
 
 import zen.torch as hvd  # noqa: E402
 from adasum_reference import adasum_tree, assert_close  # noqa: E402
-from rank_report import expect_raises, run_checks  # noqa: E402
 
-CHECKS = []
+CHECKS = Checks()
+check = CHECKS.check
 TOL = 1e-10  # float64, a few steps
 STEPS, BATCH, LR = 4, 5, 0.1
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
 
 
 class Net(torch.nn.Module):

@@ -19,23 +19,17 @@ import warnings
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
-sys.path.append(os.path.join(ROOT, "bindings", "python"))
+from rank_report import Checks, add_checkout_package, expect_raises, run_checks
+
+add_checkout_package()
 
 import zen.torch as hvd  # noqa: E402
 from adasum_reference import adasum_tree, assert_close  # noqa: E402
-from rank_report import expect_raises, run_checks  # noqa: E402
 
-CHECKS = []
+CHECKS = Checks()
+check = CHECKS.check
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int32,
           torch.int64]
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
 
 
 def small_ints(shape, dtype, seed=1234, lo=-8, hi=8):
@@ -927,13 +921,5 @@ def reinit():
                        torch.full([2], float(size)))
 
 
-def barrier_if_running():
-    if hvd.is_initialized():
-        try:
-            hvd.barrier()
-        except Exception:  # noqa: BLE001 - a stopped daemon: later checks report it
-            pass
-
-
 if __name__ == "__main__":
-    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:], barrier_if_running))
+    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:]))

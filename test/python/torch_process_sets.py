@@ -13,40 +13,22 @@ removal, add lists that differ between the ranks. Prints one line per check and 
 `ZENTEST {"check": ..., "ok": ..., "error": ...}`.
 """
 
-import os
 import sys
 
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
-sys.path.append(os.path.join(ROOT, "bindings", "python"))
+from process_set_fixtures import data, process_sets
+from rank_report import Checks, add_checkout_package, expect_raises, run_checks
+
+add_checkout_package()
 
 import zen.torch as hvd  # noqa: E402
 from adasum_reference import adasum_tree, assert_close  # noqa: E402
-from rank_report import expect_raises, run_checks  # noqa: E402
 
-CHECKS = []
-A = hvd.ProcessSet([0, 1])
-B = hvd.ProcessSet([3, 2])  # any order: ranks [2, 3]
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
-
-
-def mine():
-    """This rank's set (A or B) and the other."""
-    return (A, B) if hvd.rank() < 2 else (B, A)
-
-
-def data(rank, shape=(2, 3), seed=0):
-    """Rank rank's input: small integers, exact in float32 sums."""
-    g = np.random.default_rng(1000 * seed + rank)
-    return g.integers(-8, 9, size=shape).astype(np.float32)
+CHECKS = Checks()
+check = CHECKS.check
+A, B, mine = process_sets(hvd)
 
 
 def t(array):
@@ -298,14 +280,6 @@ def distributed_optimizer_over_a_set():
         process_set=A), "global process set only")
 
 
-def barrier_if_running():
-    if hvd.is_initialized():
-        try:
-            hvd.barrier()
-        except Exception:  # noqa: BLE001 - a stopped daemon: later checks report it
-            pass
-
-
 if __name__ == "__main__":
     hvd.init(process_sets=[A, B])
-    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:], barrier_if_running))
+    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:]))

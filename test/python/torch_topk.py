@@ -8,30 +8,23 @@ gradients and checks the synchronized updates against a dense re-computation of 
 ranks, in float64. Prints one line per check and rank: `ZENTEST {"check": ..., ...}`.
 """
 
-import os
 import sys
 
 import numpy as np
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
-sys.path.append(os.path.join(ROOT, "bindings", "python"))
+from rank_report import Checks, add_checkout_package, expect_raises, run_checks
+
+add_checkout_package()
 
 import zen.torch as hvd  # noqa: E402
 from dgc_reference import (BIAS, MIN_SIZE, SHAPE, dgc_reference, grads, largest,  # noqa: E402
                            step_grads)
-from rank_report import expect_raises, run_checks  # noqa: E402
 
-CHECKS = []
+CHECKS = Checks()
+check = CHECKS.check
 TOL = 1e-12
 STEPS_FIT, LR_FIT, FIT_SLACK = 100, 0.5, 1.5  # without error feedback: 2.7x dense
-
-
-def check(fn):
-    CHECKS.append(fn)
-    return fn
 
 
 def t(array):
@@ -240,10 +233,5 @@ def topk_trains_close_to_dense():
     assert topk < FIT_SLACK * dense, (start, dense, topk)
 
 
-def barrier_if_running():
-    if hvd.is_initialized():
-        hvd.barrier()
-
-
 if __name__ == "__main__":
-    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:], barrier_if_running))
+    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:]))

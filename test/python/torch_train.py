@@ -11,18 +11,15 @@ whole global batches, one process) and compares the parameters. Prints one line 
 variant: `ZENTEST {"check": "train.<scheme>.<variant>", "ok": ..., "error": ...}`.
 """
 
-import os
 import sys
 
 import torch
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-# The checkout's package last: PYTHONPATH (CTest's staged copy in its build directory) first.
-sys.path.append(os.path.join(ROOT, "bindings", "python"))
+from rank_report import add_checkout_package, train_schemes
+
+add_checkout_package()
 
 import zen.torch as hvd  # noqa: E402
-from rank_report import train_schemes  # noqa: E402
 
 VOCAB, DIM, CLASSES = 64, 8, 4
 GLOBAL_BATCH, LENGTH, STEPS, LR = 8, 6, 4, 0.5
