@@ -3,6 +3,7 @@
 #include "core/message_codec.h"
 
 #include <limits>
+#include <type_traits>
 
 #include "core/wire.h"
 
@@ -101,24 +102,33 @@ Status readStrings(WireReader& r, std::vector<std::string>* out) {
   return Status::ok();
 }
 
-Status readInt64s(WireReader& r, const char* what, std::vector<int64_t>* out) {
-  uint32_t n = 0;
-  ZEN_RETURN_IF_ERROR(r.count(&n, 8, what));
-  out->resize(n);
-  for (auto& v : *out) ZEN_RETURN_IF_ERROR(r.i64(&v));
-  return Status::ok();
-}
-
-void writeInt32s(WireWriter& w, const std::vector<int32_t>& values) {
+// A count, then the values: the codec's arrays of int32 and int64.
+template <typename T>
+void writeInts(WireWriter& w, const std::vector<T>& values) {
+  static_assert(std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>);
   w.u32(static_cast<uint32_t>(values.size()));
-  for (int32_t v : values) w.i32(v);
+  for (T v : values) {
+    if constexpr (sizeof(T) == 8) {
+      w.i64(v);
+    } else {
+      w.i32(v);
+    }
+  }
 }
 
-Status readInt32s(WireReader& r, const char* what, std::vector<int32_t>* out) {
+template <typename T>
+Status readInts(WireReader& r, const char* what, std::vector<T>* out) {
+  static_assert(std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>);
   uint32_t n = 0;
-  ZEN_RETURN_IF_ERROR(r.count(&n, 4, what));
+  ZEN_RETURN_IF_ERROR(r.count(&n, sizeof(T), what));
   out->resize(n);
-  for (auto& v : *out) ZEN_RETURN_IF_ERROR(r.i32(&v));
+  for (T& v : *out) {
+    if constexpr (sizeof(T) == 8) {
+      ZEN_RETURN_IF_ERROR(r.i64(&v));
+    } else {
+      ZEN_RETURN_IF_ERROR(r.i32(&v));
+    }
+  }
   return Status::ok();
 }
 
@@ -132,10 +142,9 @@ void writeRequest(WireWriter& w, const Request& q) {
   w.u8(static_cast<uint8_t>(q.reduceOp));
   w.i32(q.rootRank);
   w.i64(q.rowSize);
-  w.u32(static_cast<uint32_t>(q.splits.size()));
-  for (int64_t v : q.splits) w.i64(v);
+  writeInts(w, q.splits);
   w.i32(q.processSet);
-  writeInt32s(w, q.members);
+  writeInts(w, q.members);
 }
 
 Status readRequest(WireReader& r, Request* q) {
@@ -148,9 +157,9 @@ Status readRequest(WireReader& r, Request* q) {
   ZEN_RETURN_IF_ERROR(readEnum(r, kNumReduceOps, "reduce op", &q->reduceOp));
   ZEN_RETURN_IF_ERROR(r.i32(&q->rootRank));
   ZEN_RETURN_IF_ERROR(r.i64(&q->rowSize));
-  ZEN_RETURN_IF_ERROR(readInt64s(r, "alltoall splits", &q->splits));
+  ZEN_RETURN_IF_ERROR(readInts(r, "alltoall splits", &q->splits));
   ZEN_RETURN_IF_ERROR(r.i32(&q->processSet));
-  ZEN_RETURN_IF_ERROR(readInt32s(r, "process set members", &q->members));
+  ZEN_RETURN_IF_ERROR(readInts(r, "process set members", &q->members));
   return Status::ok();
 }
 
@@ -167,16 +176,13 @@ void writeResponse(WireWriter& w, const Response& p) {
   w.i64(p.rowSize);
   w.u32(static_cast<uint32_t>(p.shapes.size()));
   for (const auto& s : p.shapes) writeShape(w, s);
-  w.u32(static_cast<uint32_t>(p.gatherRows.size()));
-  for (int64_t v : p.gatherRows) w.i64(v);
-  w.u32(static_cast<uint32_t>(p.splits.size()));
-  for (int64_t v : p.splits) w.i64(v);
-  w.u32(static_cast<uint32_t>(p.rowOffsets.size()));
-  for (int64_t v : p.rowOffsets) w.i64(v);
+  writeInts(w, p.gatherRows);
+  writeInts(w, p.splits);
+  writeInts(w, p.rowOffsets);
   w.i64(p.totalRows);
   w.i32(p.lastJoinedRank);
   w.i32(p.processSet);
-  writeInt32s(w, p.members);
+  writeInts(w, p.members);
 }
 
 Status readResponse(WireReader& r, Response* p) {
@@ -194,13 +200,13 @@ Status readResponse(WireReader& r, Response* p) {
   ZEN_RETURN_IF_ERROR(r.count(&n, kMinShapeBytes, "shapes"));
   p->shapes.resize(n);
   for (auto& s : p->shapes) ZEN_RETURN_IF_ERROR(readShape(r, &s));
-  ZEN_RETURN_IF_ERROR(readInt64s(r, "gather row counts", &p->gatherRows));
-  ZEN_RETURN_IF_ERROR(readInt64s(r, "alltoall splits", &p->splits));
-  ZEN_RETURN_IF_ERROR(readInt64s(r, "row offsets", &p->rowOffsets));
+  ZEN_RETURN_IF_ERROR(readInts(r, "gather row counts", &p->gatherRows));
+  ZEN_RETURN_IF_ERROR(readInts(r, "alltoall splits", &p->splits));
+  ZEN_RETURN_IF_ERROR(readInts(r, "row offsets", &p->rowOffsets));
   ZEN_RETURN_IF_ERROR(r.i64(&p->totalRows));
   ZEN_RETURN_IF_ERROR(r.i32(&p->lastJoinedRank));
   ZEN_RETURN_IF_ERROR(r.i32(&p->processSet));
-  ZEN_RETURN_IF_ERROR(readInt32s(r, "process set members", &p->members));
+  ZEN_RETURN_IF_ERROR(readInts(r, "process set members", &p->members));
 
   // Per-tensor arrays must line up with the names, or an executor would index past them.
   const size_t names = p->tensorNames.size();
