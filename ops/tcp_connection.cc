@@ -69,7 +69,8 @@ Connection::Connection(asio::ip::tcp::socket socket,
       maxFrameBytes_(maxFrameBytes),
       mailbox_(mailbox),
       tracker_(tracker),
-      abortTimer_(socket_.get_executor()) {}
+      abortTimer_(socket_.get_executor()),
+      sendFailureTimer_(socket_.get_executor()) {}
 
 void Connection::start() {
   asio::post(socket_.get_executor(), [self = shared_from_this()] { self->readHeader(); });
@@ -84,16 +85,14 @@ void Connection::readHeader() {
         const uint32_t tag = getU32(self->header_.data() + 4);
         const uint64_t length = getU64(self->header_.data() + 8);
         if (magic != kFrameMagic) {
-          self->mailbox_->failPeer(
-              self->peer_,
+          self->endRead(
               ZEN_ERROR(StatusCode::kIoError, "rank {} sent a corrupt frame header", self->peer_));
           return self->close();
         }
         if (length > self->maxFrameBytes_ || (tag == kAbortTag && length > kMaxAbortReasonBytes)) {
-          self->mailbox_->failPeer(
-              self->peer_, ZEN_ERROR(StatusCode::kIoError,
-                                     "rank {} announced a frame of {} bytes, above the limit of {}",
-                                     self->peer_, length, self->maxFrameBytes_));
+          self->endRead(ZEN_ERROR(StatusCode::kIoError,
+                                  "rank {} announced a frame of {} bytes, above the limit of {}",
+                                  self->peer_, length, self->maxFrameBytes_));
           return self->close();
         }
         self->readBody(tag, length);
@@ -105,10 +104,9 @@ void Connection::readBody(uint32_t tag, uint64_t length) {
   try {
     payload = std::make_shared<ByteVector>(length);
   } catch (const std::bad_alloc&) {
-    mailbox_->failPeer(
-        peer_, ZEN_ERROR(StatusCode::kIoError,
-                         "rank {}: cannot allocate {} bytes for a frame from rank {}", rank_,
-                         length, peer_));
+    endRead(ZEN_ERROR(StatusCode::kIoError,
+                      "rank {}: cannot allocate {} bytes for a frame from rank {}", rank_, length,
+                      peer_));
     return close();
   }
   if (length == 0) return received(tag, std::move(*payload));
@@ -126,18 +124,24 @@ void Connection::received(uint32_t tag, ByteVector payload) {
     return readHeader();
   }
   // The peer's last frame: nothing follows it.
-  mailbox_->failPeer(peer_, ZEN_ERROR(StatusCode::kIoError, "rank {} aborted after an error ({})",
-                                      peer_, std::string(payload.begin(), payload.end())));
+  endRead(ZEN_ERROR(StatusCode::kIoError, "rank {} aborted after an error ({})", peer_,
+                    std::string(payload.begin(), payload.end())));
 }
 
 void Connection::readFailed(const boost::system::error_code& ec) {
   if (ec == asio::error::eof) {
-    mailbox_->failPeer(peer_,
-                       ZEN_ERROR(StatusCode::kIoError, "rank {} closed the connection", peer_));
+    endRead(ZEN_ERROR(StatusCode::kIoError, "rank {} closed the connection", peer_));
   } else {
-    mailbox_->failPeer(peer_, ZEN_ERROR(StatusCode::kIoError, "connection to rank {} failed: {}",
-                                        peer_, ec.message()));
+    endRead(
+        ZEN_ERROR(StatusCode::kIoError, "connection to rank {} failed: {}", peer_, ec.message()));
   }
+}
+
+void Connection::endRead(const Status& why) {
+  if (readEnd_) return;
+  readEnd_ = why;
+  mailbox_->failPeer(peer_, why);
+  reportFailedWrites();
 }
 
 void Connection::postWrite(uint32_t tag, const void* data, size_t bytes) {
@@ -146,6 +150,7 @@ void Connection::postWrite(uint32_t tag, const void* data, size_t bytes) {
   putU32(write.header.data() + 4, tag);
   putU64(write.header.data() + 8, bytes);
   asio::post(socket_.get_executor(), [self = shared_from_this(), write] {
+    if (self->sendFailure_) return self->writeFailed(*self->sendFailure_, 1);
     if (self->closed_ || self->abortReason_) {
       return self->tracker_->finished(
           self->peer_,
@@ -170,16 +175,41 @@ void Connection::writeNext() {
           if (!self->writes_.empty()) self->writeNext();
           return;
         }
-        const Status failed =
-            ZEN_ERROR(StatusCode::kIoError, "rank {}: sending {} bytes to rank {} failed: {}",
-                      self->rank_, bytes, self->peer_, ec.message());
-        self->tracker_->finished(self->peer_, failed);
         // The stream is broken: the queued frames can never follow.
-        for (size_t i = 0; i < self->writes_.size(); ++i)
-          self->tracker_->finished(self->peer_, failed);
+        const int frames = 1 + static_cast<int>(self->writes_.size());
         self->writes_.clear();
+        self->writeFailed(
+            ZEN_ERROR(StatusCode::kIoError, "rank {}: sending {} bytes to rank {} failed: {}",
+                      self->rank_, bytes, self->peer_, ec.message()),
+            frames);
         if (self->abortReason_) self->closeSocket();
       });
+}
+
+// A write fails (broken pipe, reset) when the peer closed the connection, often after an
+// abort frame that the reader has not yet handed over: the failure waits for the reader's
+// end, at most kSendFailureGraceSeconds, so that it carries the peer's reason and a failure
+// cascading through the mesh still names its first cause.
+void Connection::writeFailed(const Status& failed, int frames) {
+  if (!sendFailure_) sendFailure_ = failed;
+  unreportedFailures_ += frames;
+  if (readEnd_ || abortReason_) return reportFailedWrites();
+  if (unreportedFailures_ != frames) return;  // the timer already runs
+  sendFailureTimer_.expires_after(std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::duration<double>(kSendFailureGraceSeconds)));
+  sendFailureTimer_.async_wait([self = shared_from_this()](const boost::system::error_code&) {
+    self->reportFailedWrites();
+  });
+}
+
+void Connection::reportFailedWrites() {
+  if (unreportedFailures_ == 0) return;
+  Status failed = *sendFailure_;
+  if (readEnd_) {
+    failed = ZEN_ERROR(failed.code(), "{} ({})", failed.message(), readEnd_->message());
+  }
+  for (; unreportedFailures_ > 0; --unreportedFailures_) tracker_->finished(peer_, failed);
+  sendFailureTimer_.cancel();
 }
 
 void Connection::abort(std::string reason) {

@@ -68,6 +68,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // frame if the socket takes it at once, then closes.
   void abort(std::string reason);
   static constexpr double kAbortLingerSeconds = 1.0;
+  // How long a failed write waits for the reader's end (see writeFailed).
+  static constexpr double kSendFailureGraceSeconds = 0.25;
 
  private:
   struct Write {
@@ -80,7 +82,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void readBody(uint32_t tag, uint64_t length);
   void readFailed(const boost::system::error_code& ec);
   void received(uint32_t tag, ByteVector payload);
+  void endRead(const Status& why);
   void writeNext();
+  void writeFailed(const Status& failed, int frames);
+  void reportFailedWrites();
   void sendAbortAndClose();
   void closeSocket();
 
@@ -95,6 +100,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool closed_ = false;                     // io thread only
   std::optional<std::string> abortReason_;  // io thread only: aborting, with this error
   boost::asio::steady_timer abortTimer_;
+  // io thread only: the reader's last word on the peer, once it stopped reading.
+  std::optional<Status> readEnd_;
+  // io thread only: the first failed write, and the frames whose failure is not yet reported.
+  std::optional<Status> sendFailure_;
+  int unreportedFailures_ = 0;
+  boost::asio::steady_timer sendFailureTimer_;
 };
 
 }  // namespace zen::ops

@@ -265,6 +265,37 @@ TEST(TcpTransport, AbortingRankTellsItsPeersWhy) {
   });
 }
 
+// A send to a rank that has aborted fails (broken pipe) on its own socket, possibly before
+// the reader hands over the peer's abort frame: the send's error still carries why the peer
+// gave up, so a rank whose first failure is a send still names the first cause.
+TEST(TcpTransport, SendToAnAbortedRankCarriesItsReason) {
+  RankOptions options;
+  options.timeoutSeconds = 10;
+  runRanks(TransportParam{Backend::kTcp, 3}, options, [](Transport& t) {
+    uint64_t word = 0;
+    uint32_t small = 0;
+    if (t.rank() == 0) {
+      ASSERT_TRUE(t.send(2, &small, sizeof(small), 1).isOk());
+    } else if (t.rank() == 2) {
+      EXPECT_FALSE(t.recv(0, &word, sizeof(word), 1).isOk());
+    } else {
+      // Rank 1 has not waited on rank 2: sends find the closed connection first. The first
+      // write after the peer closed is usually accepted by the kernel; a later one fails.
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      Status s;
+      for (int i = 0; i < 200 && s.isOk(); ++i) {
+        s = t.send(2, &word, sizeof(word), 3);
+        if (s.isOk()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      EXPECT_EQ(s.code(), StatusCode::kIoError) << s.toString();
+      EXPECT_NE(s.message().find("rank 2 aborted after an error (rank 2: recv: rank 0 sent 4 "
+                                 "bytes, expected 8)"),
+                std::string::npos)
+          << s.toString();
+    }
+  });
+}
+
 TEST(TcpTransport, NonRootNeedsTheRealPort) {
   TcpOptions o = rankOne("127.0.0.1:0", "s");
   EXPECT_EQ(createTcpTransport(o).status().code(), StatusCode::kInvalidArgument);
