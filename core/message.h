@@ -6,6 +6,7 @@
 // core/message_codec.h.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -144,9 +145,23 @@ struct Response {
   bool operator!=(const Response& o) const { return !(*this == o); }
 };
 
+// The knobs the autotuner (controller/parameter_manager.h) sets on every rank at once: rank 0
+// sends them in a plan, and every rank switches when it finishes that plan.
+struct TunedParameters {
+  int64_t fusionThresholdBytes = int64_t{128} << 20;  // ZEN_FUSION_THRESHOLD
+  double cycleTimeMs = 1.0;                           // ZEN_CYCLE_TIME
+
+  bool operator==(const TunedParameters& o) const {
+    return fusionThresholdBytes == o.fusionThresholdBytes && cycleTimeMs == o.cycleTimeMs;
+  }
+  bool operator!=(const TunedParameters& o) const { return !(*this == o); }
+};
+
 struct ResponseList {
   std::vector<Response> responses;
   bool shutdown = false;  // all ranks leave the loop after this plan
+  // Set by rank 0's autotuner: every rank applies them once it has finished this plan.
+  std::optional<TunedParameters> parameters;
 
   bool operator==(const ResponseList& o) const;
 };

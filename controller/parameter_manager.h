@@ -1,0 +1,97 @@
+#pragma once
+
+// The autotuner (Horovod's ParameterManager, ZEN_AUTOTUNE=1 / zenrun --autotune), run by
+// rank 0 alone. It scores the knobs every rank must share, the fusion threshold and the cycle
+// time (core/message.h TunedParameters), by the bytes the job moves per second, and looks for
+// the best with Bayesian optimization (controller/bayesian_optimization.h: a Gaussian process
+// and expected improvement, as Horovod's):
+//
+//   1. warm-up: the first warmupSamples samples, at the configured values, are discarded;
+//   2. the configured values are the first point, then Horovod's seed points, then the points
+//      the optimization proposes, maxSamples points in all, each scored as the median of
+//      kSamplesPerPoint samples;
+//   3. the best point scored is the final choice; tuning stops.
+//
+// A sample runs from the moment a point is in effect on every rank (applied()) until some
+// tensor name has been planned stepsPerSample times more (a training step posts each name
+// once); its score is the dense bytes of the global set's data-plane responses planned in
+// that time, per second. A knob fixed by the user (ZEN_FUSION_THRESHOLD, ZEN_CYCLE_TIME set)
+// is never changed. Ranges: fusion threshold [0, 128] MiB (0: no fusion), cycle time [1, 100]
+// ms, searched in MiB and ms and rounded to whole KiB and 0.1 ms.
+//
+// ZEN_AUTOTUNE_LOG: a CSV file, one row per point once scored, then the choice:
+//   point,fusion_threshold_bytes,cycle_time_ms,bytes_per_second
+//   0,134217728,1,2.5e+08
+//   ...
+//   best,16777216,5,3.1e+08
+
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "controller/clock.h"
+#include "core/message.h"
+#include "core/status.h"
+
+namespace zen::controller {
+
+class BayesianOptimization;
+
+struct AutotuneOptions {
+  TunedParameters initial;            // the configured values: the first point
+  bool tuneFusionThreshold = true;    // false: ZEN_FUSION_THRESHOLD was set
+  bool tuneCycleTime = true;          // false: ZEN_CYCLE_TIME was set
+  int warmupSamples = 3;              // ZEN_AUTOTUNE_WARMUP_SAMPLES
+  int stepsPerSample = 10;            // ZEN_AUTOTUNE_STEPS_PER_SAMPLE
+  int maxSamples = 20;                // ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES: points scored
+  double gaussianProcessNoise = 0.8;  // ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE
+  std::string logPath;                // ZEN_AUTOTUNE_LOG; empty: no log
+  uint64_t seed = 0;                  // the optimization's random candidates
+};
+
+class ParameterManager {
+ public:
+  static constexpr int kSamplesPerPoint = 3;
+  static constexpr double kMaxFusionMiB = 128.0;
+  static constexpr double kMinCycleMs = 1.0;
+  static constexpr double kMaxCycleMs = 100.0;
+
+  // kInvalidArgument for options out of range; kIoError when the log cannot be opened.
+  static Result<std::unique_ptr<ParameterManager>> create(const AutotuneOptions& options);
+  ~ParameterManager();
+
+  // Rank 0, after every cycle, with the plan every rank executes. Returns the parameters that
+  // every rank must switch to, when a point is scored and the next one (or, at the end, the
+  // best) differs from the current one. Until applied() is called, nothing is sampled.
+  std::optional<TunedParameters> update(const ResponseList& plan, TimePoint now);
+  // The parameters update() returned are in effect on every rank from `now`.
+  void applied(TimePoint now);
+
+  const TunedParameters& current() const { return current_; }
+  bool done() const { return done_; }
+  // Points scored so far, in order, with their scores (bytes per second).
+  const std::vector<std::pair<TunedParameters, double>>& scored() const { return scored_; }
+
+ private:
+  explicit ParameterManager(const AutotuneOptions& options);
+
+  AutotuneOptions options_;
+  TunedParameters current_;
+  bool done_ = false;
+  bool waitingForApply_ = false;
+  std::vector<std::pair<TunedParameters, double>> scored_;
+  std::unique_ptr<BayesianOptimization> optimizer_;
+  std::ofstream log_;
+  // The sample in progress.
+  std::optional<TimePoint> sampleStart_;
+  int64_t sampleBytes_ = 0;
+  std::unordered_map<std::string, int> timesPlanned_;
+  int warmupLeft_ = 0;
+  std::vector<double> pointSamples_;
+};
+
+}  // namespace zen::controller
