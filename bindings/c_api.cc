@@ -267,6 +267,13 @@ nlohmann::json statsJson(const RuntimeStats& s) {
   j["max_imbalance"] = s.maxImbalance;
   j["stall_warnings"] = s.stallWarnings;
   j["last_stall_warning"] = s.lastStallWarning;
+  j["parameter_updates"] = s.parameterUpdates;
+  if (s.tunedParameters) {
+    j["tuned_parameters"] = {{"fusion_threshold_bytes", s.tunedParameters->fusionThresholdBytes},
+                             {"cycle_time_ms", s.tunedParameters->cycleTimeMs}};
+  } else {
+    j["tuned_parameters"] = nullptr;
+  }
   nlohmann::json tensors = nlohmann::json::object();
   for (const auto& [name, t] : s.tensors) {
     nlohmann::json e;

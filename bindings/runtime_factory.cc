@@ -207,8 +207,14 @@ Result<std::unique_ptr<Runtime>> assembleRuntime(const Config& config,
                 size, data->rank(), data->size());
   RuntimeOptions options = RuntimeOptions::fromConfig(config, rank, size);
   if (logger) options.logger = logger;
+  std::unique_ptr<controller::ParameterManager> tuner;
+  if (config.autotune && rank == 0) {
+    ZEN_ASSIGN_OR_RETURN(
+        tuner, controller::ParameterManager::create(controller::autotuneOptionsFrom(config)));
+  }
   auto negotiator = std::make_unique<controller::ChannelNegotiator>(
-      controller::NegotiatorOptions::fromConfig(config, rank, size), options.logger);
+      controller::NegotiatorOptions::fromConfig(config, rank, size), options.logger,
+      std::move(tuner));
   auto channel = std::make_unique<ops::TransportControlChannel>(std::move(control));
   std::unique_ptr<Executor> executor = std::make_unique<ops::CpuExecutor>(
       std::move(data), ops::CpuExecutorOptions::fromConfig(config));

@@ -19,6 +19,20 @@ NegotiatorOptions NegotiatorOptions::fromConfig(const Config& config, int rank, 
   return o;
 }
 
+AutotuneOptions autotuneOptionsFrom(const Config& config) {
+  AutotuneOptions a;
+  a.initial = TunedParameters{config.fusionThresholdBytes, config.cycleTimeMs};
+  a.tuneFusionThreshold = !config.fusionThresholdSet;
+  a.tuneCycleTime = !config.cycleTimeSet;
+  a.warmupSamples = config.autotuneWarmupSamples;
+  a.stepsPerSample = config.autotuneStepsPerSample;
+  a.maxSamples = config.autotuneMaxSamples;
+  a.gaussianProcessNoise = config.autotuneNoise;
+  a.logPath = config.autotuneLog;
+  a.seed = config.seed;
+  return a;
+}
+
 namespace {
 
 LocalOptions localOptions(const NegotiatorOptions& o) {
@@ -33,8 +47,13 @@ LocalOptions localOptions(const NegotiatorOptions& o) {
 
 }  // namespace
 
-ChannelNegotiator::ChannelNegotiator(NegotiatorOptions options, std::shared_ptr<spdlog::logger> log)
-    : options_(options), log_(std::move(log)), local_(localOptions(options)) {
+ChannelNegotiator::ChannelNegotiator(NegotiatorOptions options,
+                                     std::shared_ptr<spdlog::logger> log,
+                                     std::unique_ptr<ParameterManager> tuner)
+    : options_(options),
+      log_(std::move(log)),
+      local_(localOptions(options)),
+      tuner_(options.rank == 0 ? std::move(tuner) : nullptr) {
   if (options_.rank == 0) {
     CoordinatorOptions c;
     c.size = options_.size;
@@ -58,6 +77,7 @@ Result<CycleResult> ChannelNegotiator::runCycle(ControlChannel& channel,
                                                 TimePoint now) {
   CycleResult out;
   out.stallShutdown = coordinator_ && coordinator_->stallShutdown();
+  if (pendingParameters_) local_.forceSlowPath();
   BitVector bits = local_.beginCycle(shutdownRequested || out.stallShutdown, now);
   ZEN_RETURN_IF_ERROR(channel.allreduceAnd(&bits));
   ZEN_ASSIGN_OR_RETURN(CyclePath path, local_.applyAnded(bits));
@@ -72,6 +92,7 @@ Result<CycleResult> ChannelNegotiator::runCycle(ControlChannel& channel,
     ZEN_ASSIGN_OR_RETURN(out.plan, slowPath(channel, now, &out));
   }
   local_.finishCycle(out.plan);
+  applyParameters(out.plan, now);
   if (!out.stallWarning.empty()) log_->warn("{}", out.stallWarning);
   if (!warnedEvictions_ && local_.cache().evictions() > 0) {
     warnedEvictions_ = true;
@@ -102,7 +123,9 @@ Result<ResponseList> ChannelNegotiator::slowPath(ControlChannel& channel,
       }
       lists.push_back(std::move(list).value());
     }
-    const ResponseList plan = coordinator_->computeResponses(lists, now, local_.cachedResponses());
+    ResponseList plan = coordinator_->computeResponses(lists, now, local_.cachedResponses());
+    plan.parameters = pendingParameters_;
+    pendingParameters_.reset();
     out->stallWarning = coordinator_->lastStallReport().warning;
     planBytes = encodeResponseList(plan);
   }
@@ -112,6 +135,26 @@ Result<ResponseList> ChannelNegotiator::slowPath(ControlChannel& channel,
     return ZEN_ERROR(StatusCode::kIoError, "rank 0 sent a bad plan: {}", plan.status().message());
   }
   return plan;
+}
+
+// Every rank, once it has finished the plan (the local negotiator took the fast path's
+// threshold); rank 0 then scores the plan or, for one that carried parameters, starts sampling
+// them.
+void ChannelNegotiator::applyParameters(const ResponseList& plan, TimePoint now) {
+  if (plan.parameters) {
+    if (coordinator_) coordinator_->setFusionThreshold(plan.parameters->fusionThresholdBytes);
+    log_->debug("autotune: fusion threshold {} bytes, cycle time {} ms",
+                plan.parameters->fusionThresholdBytes, plan.parameters->cycleTimeMs);
+  }
+  if (!tuner_) return;
+  if (plan.parameters) return tuner_->applied(now);
+  const bool wasDone = tuner_->done();
+  pendingParameters_ = tuner_->update(plan, now);
+  if (tuner_->done() && !wasDone) {
+    const TunedParameters& best = pendingParameters_ ? *pendingParameters_ : tuner_->current();
+    log_->info("autotune: done after {} points: fusion threshold {} bytes, cycle time {} ms",
+               tuner_->scored().size(), best.fusionThresholdBytes, best.cycleTimeMs);
+  }
 }
 
 }  // namespace zen::controller

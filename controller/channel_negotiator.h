@@ -22,6 +22,7 @@
 
 #include "controller/coordinator.h"
 #include "controller/local_negotiator.h"
+#include "controller/parameter_manager.h"
 #include "core/config.h"
 #include "core/negotiator.h"
 
@@ -38,9 +39,18 @@ struct NegotiatorOptions {
   static NegotiatorOptions fromConfig(const Config& config, int rank, int size);
 };
 
+// ZEN_AUTOTUNE*'s options: the configured knobs are the first point, those set explicitly
+// stay fixed.
+AutotuneOptions autotuneOptionsFrom(const Config& config);
+
 class ChannelNegotiator final : public Negotiator {
  public:
-  ChannelNegotiator(NegotiatorOptions options, std::shared_ptr<spdlog::logger> log);
+  // tuner: rank 0's autotuner (ZEN_AUTOTUNE), or null. The parameters it picks go to every
+  // rank in the next plan (that cycle takes the slow path), and every rank switches to them
+  // when it finishes that plan: the fast path's fusion stays the same on every rank.
+  ChannelNegotiator(NegotiatorOptions options,
+                    std::shared_ptr<spdlog::logger> log,
+                    std::unique_ptr<ParameterManager> tuner = nullptr);
 
   Status check(const Request& request, int size) const override;
   Status post(const Request& request, TimePoint now) override;
@@ -52,11 +62,14 @@ class ChannelNegotiator final : public Negotiator {
 
  private:
   Result<ResponseList> slowPath(ControlChannel& channel, TimePoint now, CycleResult* out);
+  void applyParameters(const ResponseList& plan, TimePoint now);
 
   NegotiatorOptions options_;
   std::shared_ptr<spdlog::logger> log_;
   LocalNegotiator local_;
-  std::optional<Coordinator> coordinator_;  // rank 0 only
+  std::optional<Coordinator> coordinator_;            // rank 0 only
+  std::unique_ptr<ParameterManager> tuner_;           // rank 0 with ZEN_AUTOTUNE
+  std::optional<TunedParameters> pendingParameters_;  // rank 0: for the next plan
   bool warnedEvictions_ = false;
 };
 

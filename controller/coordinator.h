@@ -54,6 +54,9 @@ class Coordinator {
                                 TimePoint now,
                                 const std::vector<Response>& cachedHits = {});
 
+  // The autotuner's threshold, from the plan that carried it on.
+  void setFusionThreshold(int64_t bytes) { options_.fusionThresholdBytes = bytes; }
+
   // Runs the stall inspector over every set's table. computeResponses does it on the slow
   // path; on the fast path the loop calls it on rank 0 (the tables may still hold names some
   // ranks never posted).

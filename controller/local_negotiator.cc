@@ -104,7 +104,8 @@ BitVector LocalNegotiator::beginCycle(bool shutdownRequested, TimePoint now) {
       local.hits.insert(local.hits.end(), bits.begin(), bits.end());
     }
   }
-  local.uncachedInQueue = !uncached_.empty();
+  local.uncachedInQueue = !uncached_.empty() || forceSlowPath_;
+  forceSlowPath_ = false;
   local.invalidInQueue = !local.invalid.empty();
   return encodeCacheBits(local, cache_.numBits());
 }
@@ -208,6 +209,7 @@ void LocalNegotiator::finishCycle(const ResponseList& plan) {
   }
   uncached_.clear();
   cachedResponses_.clear();
+  if (plan.parameters) options_.fusionThresholdBytes = plan.parameters->fusionThresholdBytes;
 }
 
 }  // namespace zen::controller

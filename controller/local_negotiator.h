@@ -64,6 +64,8 @@ class LocalNegotiator {
   Status post(const Request& request, TimePoint now);
 
   BitVector beginCycle(bool shutdownRequested, TimePoint now);
+  // The next cycle takes the slow path on every rank (rank 0 has parameters to send).
+  void forceSlowPath() { forceSlowPath_ = true; }
   // Fails only if the vector does not fit this rank's cache (the ranks diverged: a bug).
   Result<CyclePath> applyAnded(const BitVector& anded);
   // Some rank asked to shut down (known after applyAnded on either path).
@@ -75,12 +77,15 @@ class LocalNegotiator {
   // The responses of the entries hit on every rank this cycle, in bit order.
   const std::vector<Response>& cachedResponses() const { return cachedResponses_; }
 
+  // Also switches to the plan's parameters, when it carries the autotuner's.
   void finishCycle(const ResponseList& plan);
 
   bool joined() const { return joined_; }
   // Posted and not yet completed by a response, on this rank.
   size_t inFlight() const { return inFlight_.size(); }
   const ResponseCache& cache() const { return cache_; }
+  // What the fast path fuses up to: ZEN_FUSION_THRESHOLD, or the autotuner's latest.
+  int64_t fusionThresholdBytes() const { return options_.fusionThresholdBytes; }
   // The sets this rank knows after the plans it has finished.
   const ProcessSets& processSets() const { return sets_; }
 
@@ -103,6 +108,7 @@ class LocalNegotiator {
   bool shutdownRequested_ = false;
   bool shutdownAgreed_ = false;
   bool joined_ = false;
+  bool forceSlowPath_ = false;
   CyclePath lastPath_ = CyclePath::kSlow;
 };
 

@@ -89,6 +89,14 @@ Setter intField(std::optional<int> Config::*field, int64_t lo) {
   };
 }
 
+Setter smallIntField(int Config::*field, int64_t lo) {
+  return [field, lo](Config& c, const std::string& name, const std::string& v) {
+    ZEN_ASSIGN_OR_RETURN(int64_t x, parseInt(name, v, lo, 1000000));
+    c.*field = static_cast<int>(x);
+    return Status::ok();
+  };
+}
+
 Setter doubleField(double Config::*field, double lo, double hi) {
   return [field, lo, hi](Config& c, const std::string& name, const std::string& v) {
     ZEN_ASSIGN_OR_RETURN(c.*field, parseDouble(name, v, lo, hi));
@@ -118,9 +126,25 @@ const std::map<std::string, Setter>& setters() {
       {"ZEN_FUSION_THRESHOLD",
        [](Config& c, const std::string& n, const std::string& v) {
          ZEN_ASSIGN_OR_RETURN(c.fusionThresholdBytes, parseInt(n, v, 0, int64_t{1} << 40));
+         c.fusionThresholdSet = true;
          return Status::ok();
        }},
-      {"ZEN_CYCLE_TIME", doubleField(&Config::cycleTimeMs, 0.0, 10000.0)},
+      {"ZEN_CYCLE_TIME",
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.cycleTimeMs, parseDouble(n, v, 0.0, 10000.0));
+         c.cycleTimeSet = true;
+         return Status::ok();
+       }},
+      {"ZEN_AUTOTUNE",
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.autotune, parseBool(n, v));
+         return Status::ok();
+       }},
+      {"ZEN_AUTOTUNE_LOG", stringField(&Config::autotuneLog)},
+      {"ZEN_AUTOTUNE_WARMUP_SAMPLES", smallIntField(&Config::autotuneWarmupSamples, 0)},
+      {"ZEN_AUTOTUNE_STEPS_PER_SAMPLE", smallIntField(&Config::autotuneStepsPerSample, 1)},
+      {"ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", smallIntField(&Config::autotuneMaxSamples, 1)},
+      {"ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", doubleField(&Config::autotuneNoise, 1e-6, 1e6)},
       {"ZEN_CACHE_CAPACITY",
        [](Config& c, const std::string& n, const std::string& v) {
          ZEN_ASSIGN_OR_RETURN(int64_t x, parseInt(n, v, 0, 1 << 24));

@@ -41,6 +41,16 @@ struct Config {
   // Runtime knobs, defaults as Horovod's where they overlap.
   int64_t fusionThresholdBytes = int64_t{128} << 20;
   double cycleTimeMs = 1.0;
+  // Set explicitly (ZEN_FUSION_THRESHOLD, ZEN_CYCLE_TIME): the autotuner leaves them alone.
+  bool fusionThresholdSet = false;
+  bool cycleTimeSet = false;
+  // The autotuner (controller/parameter_manager.h), Horovod's knobs and defaults.
+  bool autotune = false;            // ZEN_AUTOTUNE
+  std::string autotuneLog;          // ZEN_AUTOTUNE_LOG: CSV of the points scored
+  int autotuneWarmupSamples = 3;    // ZEN_AUTOTUNE_WARMUP_SAMPLES
+  int autotuneStepsPerSample = 10;  // ZEN_AUTOTUNE_STEPS_PER_SAMPLE
+  int autotuneMaxSamples = 20;      // ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES
+  double autotuneNoise = 0.8;       // ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE
   int cacheCapacity = 1024;
   std::string timeline;  // file path, "DYNAMIC", or empty (off)
   bool timelineMarkCycles = false;

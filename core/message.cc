@@ -125,7 +125,7 @@ bool Response::operator==(const Response& o) const {
 }
 
 bool ResponseList::operator==(const ResponseList& o) const {
-  return responses == o.responses && shutdown == o.shutdown;
+  return responses == o.responses && shutdown == o.shutdown && parameters == o.parameters;
 }
 
 int64_t denseBytes(const Response& response, size_t i) {

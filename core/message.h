@@ -164,6 +164,7 @@ struct ResponseList {
   std::optional<TunedParameters> parameters;
 
   bool operator==(const ResponseList& o) const;
+  bool operator!=(const ResponseList& o) const { return !(*this == o); }
 };
 
 // Dense bytes of tensor i of a response: what the fusion threshold counts.

@@ -2,6 +2,8 @@
 
 #include "core/message_codec.h"
 
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -234,10 +236,38 @@ std::vector<uint8_t> encodeRequestList(const RequestList& list) {
   return w.take();
 }
 
+// The cycle time travels as its IEEE bits, so every rank applies exactly rank 0's value.
+void writeParameters(WireWriter& w, const std::optional<TunedParameters>& p) {
+  w.u8(p ? 1 : 0);
+  if (!p) return;
+  w.i64(p->fusionThresholdBytes);
+  int64_t bits = 0;
+  std::memcpy(&bits, &p->cycleTimeMs, sizeof(bits));
+  w.i64(bits);
+}
+
+Status readParameters(WireReader& r, std::optional<TunedParameters>* out) {
+  bool present = false;
+  ZEN_RETURN_IF_ERROR(readEnum(r, 2, "parameters flag", &present));
+  if (!present) return Status::ok();
+  TunedParameters p;
+  int64_t bits = 0;
+  ZEN_RETURN_IF_ERROR(r.i64(&p.fusionThresholdBytes));
+  ZEN_RETURN_IF_ERROR(r.i64(&bits));
+  std::memcpy(&p.cycleTimeMs, &bits, sizeof(bits));
+  ZEN_CHECK_ARG(p.fusionThresholdBytes >= 0, "negative fusion threshold {} in control message",
+                p.fusionThresholdBytes);
+  ZEN_CHECK_ARG(std::isfinite(p.cycleTimeMs) && p.cycleTimeMs >= 0,
+                "invalid cycle time {} ms in control message", p.cycleTimeMs);
+  *out = p;
+  return Status::ok();
+}
+
 std::vector<uint8_t> encodeResponseList(const ResponseList& list) {
   WireWriter w;
   writeHeader(w, Kind::kResponseList);
   w.u8(list.shutdown ? 1 : 0);
+  writeParameters(w, list.parameters);
   w.u32(static_cast<uint32_t>(list.responses.size()));
   for (const auto& p : list.responses) writeResponse(w, p);
   return w.take();
@@ -261,6 +291,7 @@ Result<ResponseList> decodeResponseList(const uint8_t* data, size_t size) {
   ZEN_RETURN_IF_ERROR(readHeader(r, Kind::kResponseList));
   ResponseList list;
   ZEN_RETURN_IF_ERROR(readEnum(r, 2, "shutdown flag", &list.shutdown));
+  ZEN_RETURN_IF_ERROR(readParameters(r, &list.parameters));
   uint32_t n = 0;
   ZEN_RETURN_IF_ERROR(r.count(&n, kMinResponseBytes, "responses"));
   list.responses.resize(n);

@@ -16,7 +16,8 @@
 namespace zen {
 
 // 2: alltoall's splits in Request and Response. 3: process sets (processSet, members).
-inline constexpr uint8_t kWireVersion = 3;
+// 4: the autotuner's parameters in ResponseList.
+inline constexpr uint8_t kWireVersion = 4;
 
 std::vector<uint8_t> encodeRequestList(const RequestList& list);
 std::vector<uint8_t> encodeResponseList(const ResponseList& list);

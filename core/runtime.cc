@@ -53,7 +53,8 @@ Runtime::Runtime(RuntimeOptions options,
       executor_(std::move(executor)),
       finalizer_(std::move(finalizer)),
       queue_(options_.rank),
-      processSets_(options_.rank, options_.size) {}
+      processSets_(options_.rank, options_.size),
+      cycleTimeMs_(options_.cycleTimeMs) {}
 
 Result<std::unique_ptr<Runtime>> Runtime::create(RuntimeOptions options,
                                                  std::unique_ptr<ControlChannel> channel,

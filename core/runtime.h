@@ -254,6 +254,7 @@ class Runtime {
   std::atomic<bool> stopped_{false};
   Status dataFailure_;   // background thread: the data plane broke on this rank
   int64_t buckets_ = 0;  // background thread: buckets this rank executed, in plan order
+  double cycleTimeMs_;   // background thread: ZEN_CYCLE_TIME, or the autotuner's latest
 
   mutable std::mutex mu_;  // status_, stats_, timeline_, asyncFailure_
   Status status_;

@@ -39,12 +39,11 @@ bool isConsequence(const Status& s) {
 }  // namespace
 
 void Runtime::loop() {
-  const auto cycle = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double, std::milli>(options_.cycleTimeMs));
   auto next = Clock::now();
   for (;;) {
     queue_.waitForWork(next);
-    next = Clock::now() + cycle;
+    next = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                              std::chrono::duration<double, std::milli>(cycleTimeMs_));
     if (!runCycle()) break;
   }
 }
@@ -78,7 +77,14 @@ bool Runtime::runCycle() {
       ++stats_.stallWarnings;
       stats_.lastStallWarning = cycle.stallWarning;
     }
+    if (cycle.plan.parameters) {
+      ++stats_.parameterUpdates;
+      stats_.tunedParameters = cycle.plan.parameters;
+    }
   }
+  // The autotuner's parameters hold from this plan on, on every rank (the negotiator has
+  // switched the fusion threshold already).
+  if (cycle.plan.parameters) cycleTimeMs_ = cycle.plan.parameters->cycleTimeMs;
   if (tl) {
     for (const NegotiationTick& tick : cycle.ticks) {
       tl->instantAt(tick.name, std::to_string(tick.rank), planned);

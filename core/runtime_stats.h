@@ -6,7 +6,10 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
+
+#include "core/message.h"
 
 namespace zen {
 
@@ -41,6 +44,10 @@ struct RuntimeStats {
   double maxImbalance = 1.0;
   uint64_t stallWarnings = 0;  // rank 0
   std::string lastStallWarning;
+  // ZEN_AUTOTUNE: the plans that carried new parameters, and the latest (none: the configured
+  // ZEN_FUSION_THRESHOLD and ZEN_CYCLE_TIME hold). The same on every rank.
+  uint64_t parameterUpdates = 0;
+  std::optional<TunedParameters> tunedParameters;
   std::map<std::string, TensorStats> tensors;
 };
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -113,6 +114,9 @@ class SimCluster {
   Coordinator& coordinator() { return *coordinator_; }
 
   Status post(const Request& q, TimePoint now = TimePoint()) { return rank(q.rank).post(q, now); }
+  // Rank 0's autotuner picked these: the next cycle takes the slow path and its plan carries
+  // them, as ChannelNegotiator does.
+  void sendParameters(const TunedParameters& p) { parameters_ = p; }
   // A request of a process set: q.rank is the poster's rank within the set, jobRank its rank.
   Status postAs(int jobRank, const Request& q, TimePoint now = TimePoint()) {
     return rank(jobRank).post(q, now);
@@ -123,6 +127,7 @@ class SimCluster {
   CycleOutcome cycle(TimePoint now = TimePoint(), const std::vector<int>& shutdownRanks = {}) {
     CycleOutcome out;
     BitVector anded;
+    if (parameters_) rank(0).forceSlowPath();
     for (int r = 0; r < size_; ++r) {
       bool shutdown = false;
       for (int s : shutdownRanks) shutdown = shutdown || s == r;
@@ -157,8 +162,10 @@ class SimCluster {
         out.requestsSent += decoded.value().requests.size();
         lists.push_back(std::move(decoded).value());
       }
-      const ResponseList plan =
-          coordinator_->computeResponses(lists, now, rank(0).cachedResponses());
+      ResponseList plan = coordinator_->computeResponses(lists, now, rank(0).cachedResponses());
+      plan.parameters = parameters_;
+      parameters_.reset();
+      if (plan.parameters) coordinator_->setFusionThreshold(plan.parameters->fusionThresholdBytes);
       out.stallWarning = coordinator_->lastStallReport().warning;
       const auto bytes = encodeResponseList(plan);
       for (int r = 0; r < size_; ++r) {
@@ -191,6 +198,7 @@ class SimCluster {
   int size_;
   std::vector<LocalNegotiator> ranks_;
   std::unique_ptr<Coordinator> coordinator_;
+  std::optional<TunedParameters> parameters_;
 };
 
 // All tensor names of a plan in execution order.

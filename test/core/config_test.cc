@@ -14,6 +14,34 @@ TEST(Config, DefaultsMatchTheDocumentedValues) {
   EXPECT_EQ(c.value().hashFunctions, 3);
   EXPECT_EQ(c.value().scheme, Scheme::kAuto);
   EXPECT_FALSE(c.value().rank.has_value());
+  EXPECT_FALSE(c.value().autotune);
+  EXPECT_FALSE(c.value().fusionThresholdSet);
+  EXPECT_FALSE(c.value().cycleTimeSet);
+  EXPECT_EQ(c.value().autotuneWarmupSamples, 3);
+  EXPECT_EQ(c.value().autotuneStepsPerSample, 10);
+  EXPECT_EQ(c.value().autotuneMaxSamples, 20);
+  EXPECT_DOUBLE_EQ(c.value().autotuneNoise, 0.8);
+}
+
+// Horovod's HOROVOD_AUTOTUNE* knobs; a knob set explicitly is fixed (not tuned).
+TEST(Config, ParsesTheAutotuner) {
+  const auto c = Config::parse({{"ZEN_AUTOTUNE", "1"},
+                                {"ZEN_AUTOTUNE_LOG", "/tmp/tune.csv"},
+                                {"ZEN_AUTOTUNE_WARMUP_SAMPLES", "0"},
+                                {"ZEN_AUTOTUNE_STEPS_PER_SAMPLE", "4"},
+                                {"ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "7"},
+                                {"ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.3"},
+                                {"ZEN_CYCLE_TIME", "2"}});
+  ASSERT_TRUE(c.isOk()) << c.status().toString();
+  EXPECT_TRUE(c.value().autotune);
+  EXPECT_EQ(c.value().autotuneLog, "/tmp/tune.csv");
+  EXPECT_EQ(c.value().autotuneWarmupSamples, 0);
+  EXPECT_EQ(c.value().autotuneStepsPerSample, 4);
+  EXPECT_EQ(c.value().autotuneMaxSamples, 7);
+  EXPECT_DOUBLE_EQ(c.value().autotuneNoise, 0.3);
+  EXPECT_TRUE(c.value().cycleTimeSet);
+  EXPECT_FALSE(c.value().fusionThresholdSet);
+  EXPECT_TRUE(Config::parse({{"ZEN_FUSION_THRESHOLD", "0"}}).value().fusionThresholdSet);
 }
 
 TEST(Config, ParsesEveryKnob) {
@@ -65,19 +93,25 @@ TEST_P(ConfigRejects, WithAMessageNamingTheVariable) {
 INSTANTIATE_TEST_SUITE_P(
     BadValues,
     ConfigRejects,
-    ::testing::Values(BadCase{"ZEN_HASH_FUNCTIONS", "0", "ZEN_HASH_FUNCTIONS='0'"},
-                      BadCase{"ZEN_HASH_FUNCTIONS", "9", "[1, 8]"},
-                      BadCase{"ZEN_AUTO_PROFILE_CALLS", "-1", "[0, 1000]"},
-                      BadCase{"ZEN_CYCLE_TIME", "fast", "ZEN_CYCLE_TIME='fast'"},
-                      BadCase{"ZEN_FUSION_THRESHOLD", "-1", "ZEN_FUSION_THRESHOLD"},
-                      BadCase{"ZEN_FUSION_THRESHOLD", "12MB", "expected an integer"},
-                      BadCase{"ZEN_SCHEME", "omni", "expected auto, zen"},
-                      BadCase{"ZEN_LOG_LEVEL", "loud", "ZEN_LOG_LEVEL='loud'"},
-                      BadCase{"ZEN_TIMELINE_MARK_CYCLES", "maybe", "expected 0/1"},
-                      BadCase{"ZEN_FUSION_THRESHOLDD", "1",
-                              "unknown variable ZEN_FUSION_THRESHOLDD"},
-                      BadCase{"ZEN_RANK", "x", "ZEN_RANK='x'"},
-                      BadCase{"ZEN_CONTROLLER_FD", "-1", "ZEN_CONTROLLER_FD"}));
+    ::testing::Values(
+        BadCase{"ZEN_HASH_FUNCTIONS", "0", "ZEN_HASH_FUNCTIONS='0'"},
+        BadCase{"ZEN_HASH_FUNCTIONS", "9", "[1, 8]"},
+        BadCase{"ZEN_AUTO_PROFILE_CALLS", "-1", "[0, 1000]"},
+        BadCase{"ZEN_CYCLE_TIME", "fast", "ZEN_CYCLE_TIME='fast'"},
+        BadCase{"ZEN_FUSION_THRESHOLD", "-1", "ZEN_FUSION_THRESHOLD"},
+        BadCase{"ZEN_FUSION_THRESHOLD", "12MB", "expected an integer"},
+        BadCase{"ZEN_SCHEME", "omni", "expected auto, zen"},
+        BadCase{"ZEN_LOG_LEVEL", "loud", "ZEN_LOG_LEVEL='loud'"},
+        BadCase{"ZEN_TIMELINE_MARK_CYCLES", "maybe", "expected 0/1"},
+        BadCase{"ZEN_FUSION_THRESHOLDD", "1", "unknown variable ZEN_FUSION_THRESHOLDD"},
+        BadCase{"ZEN_RANK", "x", "ZEN_RANK='x'"},
+        BadCase{"ZEN_CONTROLLER_FD", "-1", "ZEN_CONTROLLER_FD"},
+        BadCase{"ZEN_AUTOTUNE", "on", "ZEN_AUTOTUNE='on'"},
+        BadCase{"ZEN_AUTOTUNE_STEPS_PER_SAMPLE", "0", "ZEN_AUTOTUNE_STEPS_PER_SAMPLE"},
+        BadCase{"ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "0", "ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"},
+        BadCase{"ZEN_AUTOTUNE_WARMUP_SAMPLES", "-1", "ZEN_AUTOTUNE_WARMUP_SAMPLES"},
+        BadCase{"ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0",
+                "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"}));
 
 TEST(Config, MpiPlacementComesFromTheLauncher) {
   auto c = Config::parse({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}});

@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
+#include <tuple>
 
 namespace zen {
 namespace {
@@ -185,6 +187,36 @@ TEST(MessageCodec, ResponseListRoundTrips) {
   auto decoded = decodeResponseList(encodeResponseList(list));
   ASSERT_TRUE(decoded.isOk()) << decoded.status().toString();
   EXPECT_EQ(decoded.value(), list);
+}
+
+// Wire version 4: the autotuner's parameters ride in the plan, the cycle time bit for bit;
+// bad values are refused.
+TEST(MessageCodec, TunedParametersRoundTripAndAreChecked) {
+  ResponseList list = sampleResponses();
+  list.parameters = TunedParameters{int64_t{24} << 20, 0.1 * 37};
+  auto decoded = decodeResponseList(encodeResponseList(list));
+  ASSERT_TRUE(decoded.isOk()) << decoded.status().toString();
+  ASSERT_TRUE(decoded.value().parameters.has_value());
+  EXPECT_EQ(decoded.value().parameters->fusionThresholdBytes, int64_t{24} << 20);
+  EXPECT_EQ(decoded.value().parameters->cycleTimeMs, 0.1 * 37);  // exact, not approximately
+  EXPECT_EQ(decoded.value(), list);
+  EXPECT_NE(decoded.value(), sampleResponses());
+
+  // Header (4), shutdown (1), flag (1), threshold (8), cycle time (8).
+  for (auto [fusion, cycle, what] : {std::tuple{int64_t{-1}, 1.0, "negative fusion threshold -1"},
+                                     std::tuple{int64_t{0}, -2.0, "invalid cycle time -2 ms"},
+                                     std::tuple{int64_t{0}, std::nan(""), "invalid cycle time"}}) {
+    ResponseList bad;
+    bad.parameters = TunedParameters{fusion, cycle};
+    auto r = decodeResponseList(encodeResponseList(bad));
+    ASSERT_FALSE(r.isOk()) << what;
+    EXPECT_NE(r.status().message().find(what), std::string::npos) << r.status().toString();
+  }
+  auto bytes = encodeResponseList(ResponseList{});
+  bytes[5] = 2;  // the flag
+  auto r = decodeResponseList(bytes);
+  ASSERT_FALSE(r.isOk());
+  EXPECT_NE(r.status().message().find("parameters flag"), std::string::npos);
 }
 
 TEST(MessageCodec, IsLittleEndianWithAHeader) {

@@ -39,6 +39,7 @@ std::vector<uint8_t> validList() {
   added.members = {1, 4};
   list.responses = {sparse, gather, error, added};
   list.shutdown = true;
+  list.parameters = TunedParameters{int64_t{16} << 20, 2.5};  // wire version 4
   return encodeResponseList(list);
 }
 

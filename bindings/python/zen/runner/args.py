@@ -31,6 +31,8 @@ ZEN_STALL_SHUTDOWN_TIME_SECONDS ZEN_TIMEOUT ZEN_LOG_LEVEL ZEN_SCHEME ZEN_AUTO_PR
 ZEN_AUTO_SCHEMES
 ZEN_HASH_FUNCTIONS
 ZEN_HASH_MEMORY_FACTOR ZEN_SEED ZEN_THREADS
+ZEN_AUTOTUNE ZEN_AUTOTUNE_LOG ZEN_AUTOTUNE_WARMUP_SAMPLES ZEN_AUTOTUNE_STEPS_PER_SAMPLE
+ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE
 """.split())
 
 # Set per rank (or per job) by zenrun; stale values inherited from the caller's
@@ -181,6 +183,29 @@ def build_parser():
     knobs.add_argument("--log-level", metavar="L", type=_log_level,
                        help=f"{', '.join(LOG_LEVELS)} -> ZEN_LOG_LEVEL (default warn)")
 
+    tune = p.add_argument_group("autotune (Horovod's; rank 0 tunes the fusion threshold and "
+                                "the cycle time, except those given above)")
+    tune.add_argument("--autotune", action="store_true",
+                      help="tune by Bayesian optimization of the bytes moved per second "
+                      "-> ZEN_AUTOTUNE=1")
+    tune.add_argument("--autotune-log-file", metavar="FILE",
+                      help="CSV of the points scored and the choice -> ZEN_AUTOTUNE_LOG")
+    tune.add_argument("--autotune-warmup-samples", metavar="N",
+                      type=_number("--autotune-warmup-samples", lo=0, hi=1000000, integer=True),
+                      help="samples discarded first -> ZEN_AUTOTUNE_WARMUP_SAMPLES (default 3)")
+    tune.add_argument("--autotune-steps-per-sample", metavar="N",
+                      type=_number("--autotune-steps-per-sample", lo=1, hi=1000000,
+                                   integer=True),
+                      help="steps per sample -> ZEN_AUTOTUNE_STEPS_PER_SAMPLE (default 10)")
+    tune.add_argument("--autotune-bayes-opt-max-samples", metavar="N",
+                      type=_number("--autotune-bayes-opt-max-samples", lo=1, hi=1000000,
+                                   integer=True),
+                      help="points scored -> ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES (default 20)")
+    tune.add_argument("--autotune-gaussian-process-noise", metavar="A",
+                      type=_number("--autotune-gaussian-process-noise", lo=1e-6, hi=1e6),
+                      help="the Gaussian process' noise -> "
+                      "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE (default 0.8)")
+
     launch = p.add_argument_group("launcher")
     launch.add_argument("--start-timeout", metavar="S",
                         default=_env_float("ZENRUN_START_TIMEOUT", DEFAULT_START_TIMEOUT),
@@ -275,4 +300,15 @@ def knob_env(args):
         env["ZEN_STALL_CHECK_TIME_SECONDS"] = _num_text(args.stall_check_time)
     if args.log_level is not None:
         env["ZEN_LOG_LEVEL"] = args.log_level
+    if args.autotune:
+        env["ZEN_AUTOTUNE"] = "1"
+    for flag, name in (("autotune_log_file", "ZEN_AUTOTUNE_LOG"),
+                       ("autotune_warmup_samples", "ZEN_AUTOTUNE_WARMUP_SAMPLES"),
+                       ("autotune_steps_per_sample", "ZEN_AUTOTUNE_STEPS_PER_SAMPLE"),
+                       ("autotune_bayes_opt_max_samples", "ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"),
+                       ("autotune_gaussian_process_noise",
+                        "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE")):
+        value = getattr(args, flag)
+        if value is not None:
+            env[name] = value if isinstance(value, str) else _num_text(value)
     return env
