@@ -60,7 +60,10 @@ class ParameterManager {
   static constexpr double kMinCycleMs = 1.0;
   static constexpr double kMaxCycleMs = 100.0;
 
-  // kInvalidArgument for options out of range; kIoError when the log cannot be opened.
+  // kInvalidArgument for options out of range; kIoError when the log cannot be opened. A
+  // configured value must be >= 0 (a fixed knob may be anything valid); a tuned knob's
+  // configured value outside its range is still the first point: the baseline the job ran
+  // with, which the search then leaves for points inside the range.
   static Result<std::unique_ptr<ParameterManager>> create(const AutotuneOptions& options);
   ~ParameterManager();
 
@@ -79,12 +82,27 @@ class ParameterManager {
  private:
   explicit ParameterManager(const AutotuneOptions& options);
 
+  // The point of the tuned knobs, in MiB and ms, and back (rounded, clamped, fixed knobs at
+  // their configured values).
+  std::vector<double> toPoint(const TunedParameters& p) const;
+  TunedParameters fromPoint(const std::vector<double>& x) const;
+  bool isScored(const TunedParameters& p) const;
+  void restartSample(TimePoint now);
+  // Counts the plan into the sample; true when some name reached stepsPerSample plans.
+  bool count(const ResponseList& plan);
+  std::optional<TunedParameters> scorePoint(double score);
+  std::optional<TunedParameters> nextPoint();
+  std::optional<TunedParameters> finish();
+  void logRow(const std::string& point, const TunedParameters& p, double score);
+
   AutotuneOptions options_;
   TunedParameters current_;
   bool done_ = false;
   bool waitingForApply_ = false;
   std::vector<std::pair<TunedParameters, double>> scored_;
-  std::unique_ptr<BayesianOptimization> optimizer_;
+  std::vector<TunedParameters> seeds_;  // Horovod's, in order; nextSeed_ is the next to try
+  size_t nextSeed_ = 0;
+  std::unique_ptr<BayesianOptimization> optimizer_;  // null when both knobs are fixed
   std::ofstream log_;
   // The sample in progress.
   std::optional<TimePoint> sampleStart_;
