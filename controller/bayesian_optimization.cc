@@ -17,13 +17,14 @@ constexpr double kLastStep = 1e-4;
 constexpr int kMaxMoves = 200;
 // Continuous dimensions: closer than this (in [0, 1] units) is the same point.
 constexpr double kSamePoint = 1e-9;
+constexpr double kPi = 3.14159265358979323846;
 
 double normalCdf(double z) {
   return 0.5 * std::erfc(-z / std::sqrt(2.0));
 }
 
 double normalPdf(double z) {
-  return std::exp(-0.5 * z * z) / std::sqrt(2.0 * M_PI);
+  return std::exp(-0.5 * z * z) / std::sqrt(2.0 * kPi);
 }
 
 }  // namespace
