@@ -31,8 +31,12 @@ double normalPdf(double z) {
 
 BayesianOptimization::BayesianOptimization(std::vector<Dimension> dimensions,
                                            double noise,
-                                           uint64_t seed)
-    : dimensions_(std::move(dimensions)), random_(seed), gp_(noise) {}
+                                           uint64_t seed,
+                                           double minSeparation)
+    : dimensions_(std::move(dimensions)),
+      minSeparation_(minSeparation),
+      random_(seed),
+      gp_(noise) {}
 
 std::vector<double> BayesianOptimization::normalize(const std::vector<double>& x) const {
   std::vector<double> unit(dimensions_.size());
@@ -75,8 +79,8 @@ bool BayesianOptimization::isSampled(const std::vector<double>& unit) const {
     bool same = true;
     for (size_t j = 0; j < dimensions_.size() && same; ++j) {
       const Dimension& d = dimensions_[j];
-      const double tolerance =
-          d.resolution > 0 ? 0.5 * d.resolution / (d.upper - d.lower) : kSamePoint;
+      const double tolerance = std::max(
+          d.resolution > 0 ? 0.5 * d.resolution / (d.upper - d.lower) : kSamePoint, minSeparation_);
       same = std::abs(unit[j] - s[j]) < tolerance;
     }
     if (same) return true;

@@ -11,7 +11,9 @@
 // searched over kCandidates pseudo-random points (std::mt19937_64 seeded once, so a seed gives
 // the same proposals) and refined by a pattern search around the kRefined best. A point on a
 // dimension's grid (Dimension::resolution) is snapped to it, and a point that is a sample
-// already (the same grid point, or within 1e-9 of the box's width) is never proposed.
+// already (the same grid point, or within 1e-9 of the box's width) is never proposed, nor one
+// within minSeparation of a sample in every dimension (a fraction of the box's width: with
+// noisy scores, a point next to one already scored teaches nothing).
 
 #include <cstdint>
 #include <optional>
@@ -35,7 +37,10 @@ class BayesianOptimization {
   static constexpr double kXi = 0.01;
 
   // Dimensions must have lower < upper (the caller validates).
-  BayesianOptimization(std::vector<Dimension> dimensions, double noise, uint64_t seed);
+  BayesianOptimization(std::vector<Dimension> dimensions,
+                       double noise,
+                       uint64_t seed,
+                       double minSeparation = 0);
 
   // x in the caller's units; it may lie outside the box (a starting point the user chose).
   void addSample(const std::vector<double>& x, double y);
@@ -56,6 +61,7 @@ class BayesianOptimization {
   void refit();
 
   std::vector<Dimension> dimensions_;
+  double minSeparation_;
   std::mt19937_64 random_;
   GaussianProcess gp_;
   std::vector<std::vector<double>> samples_;  // normalized

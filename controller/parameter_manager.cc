@@ -88,8 +88,8 @@ ParameterManager::ParameterManager(const AutotuneOptions& options)
     done_ = true;  // nothing to tune
     return;
   }
-  optimizer_ = std::make_unique<BayesianOptimization>(std::move(dimensions),
-                                                      options_.gaussianProcessNoise, options_.seed);
+  optimizer_ = std::make_unique<BayesianOptimization>(
+      std::move(dimensions), options_.gaussianProcessNoise, options_.seed, kMinSeparation);
   for (const auto& [mib, ms] : kSeedPoints) {
     TunedParameters seed = options_.initial;
     if (options_.tuneFusionThreshold) seed.fusionThresholdBytes = static_cast<int64_t>(mib * kMiB);

@@ -59,6 +59,9 @@ class ParameterManager {
   static constexpr double kMaxFusionMiB = 128.0;
   static constexpr double kMinCycleMs = 1.0;
   static constexpr double kMaxCycleMs = 100.0;
+  // The optimizer proposes no point within 2 % of a range of one scored in every knob (with
+  // noisy scores, 128 MiB - 1 KiB next to 128 MiB teaches nothing).
+  static constexpr double kMinSeparation = 0.02;
 
   // kInvalidArgument for options out of range; kIoError when the log cannot be opened. A
   // configured value must be >= 0 (a fixed knob may be anything valid); a tuned knob's

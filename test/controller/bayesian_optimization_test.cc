@@ -144,6 +144,42 @@ TEST(BayesianOptimization, NeverProposesASampledPoint) {
   EXPECT_EQ(std::set<Point>(run.points.begin(), run.points.end()).size(), run.points.size());
 }
 
+// With a minimum separation, no proposal lies within it of an earlier point in every
+// dimension; without one (the same function, seed and start), some would.
+TEST(BayesianOptimization, KeepsItsMinimumSeparation) {
+  const std::vector<Dimension> dims = {{0, 128, 1.0 / 1024}, {1, 100, 0.1}};
+  const Function f = [](const Point& x) { return 10.0 - std::abs(x[0] - 128) / 64 - x[1] / 50; };
+  auto closest = [&](const std::vector<Point>& points) {
+    double nearest = 1;
+    for (size_t i = 1; i < points.size(); ++i) {
+      for (size_t j = 0; j < i; ++j) {
+        double apart = 0;  // L-infinity, in fractions of the box
+        for (size_t d = 0; d < dims.size(); ++d) {
+          apart = std::max(apart,
+                           std::abs(points[i][d] - points[j][d]) / (dims[d].upper - dims[d].lower));
+        }
+        nearest = std::min(nearest, apart);
+      }
+    }
+    return nearest;
+  };
+  BayesianOptimization separated(dims, 0.8, 3, 0.02);
+  BayesianOptimization plain(dims, 0.8, 3);
+  std::vector<Point> withSeparation = {{128, 1}}, without = {{128, 1}};
+  separated.addSample(withSeparation[0], f(withSeparation[0]));
+  plain.addSample(without[0], f(without[0]));
+  for (int i = 0; i < 15; ++i) {
+    for (auto [bo, points] : {std::pair{&separated, &withSeparation}, {&plain, &without}}) {
+      const auto x = bo->nextSample();
+      ASSERT_TRUE(x.has_value());
+      bo->addSample(*x, f(*x));
+      points->push_back(*x);
+    }
+  }
+  EXPECT_GE(closest(withSeparation), 0.02);
+  EXPECT_LT(closest(without), 0.02);
+}
+
 TEST(BayesianOptimization, ExhaustsACoarseGridWithoutRepeating) {
   // 11 grid points: 10 proposals after the start cover them, then there is nothing left.
   const std::vector<Dimension> dims = {{0, 10, 1}};
