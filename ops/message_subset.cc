@@ -5,9 +5,9 @@
 // two ranks land in separate queues of the same Mailbox, however they interleave. Nothing
 // new goes on the wire: the TCP frame header carries the 32-bit tag as before, and the
 // abort frame's tag (0xffffffff) stays out of reach (ids <= 0xffff, tags < 2^15).
-#include <algorithm>
 #include <memory>
 
+#include "core/process_sets.h"
 #include "ops/message_transport.h"
 
 namespace zen::ops {
@@ -26,9 +26,8 @@ class MessageTransport::Subset final : public MessageTransport {
                                                  int rank,
                                                  const std::vector<int32_t>& members,
                                                  int32_t setId) {
-    const auto position = std::lower_bound(members.begin(), members.end(), rank) - members.begin();
     return std::unique_ptr<Transport>(
-        new Subset(wire, static_cast<int>(position), static_cast<int>(members.size()), setId));
+        new Subset(wire, rankInSet(members, rank), static_cast<int>(members.size()), setId));
   }
 
  protected:

@@ -9,6 +9,8 @@
 #include <cctype>
 #include <numeric>
 
+#include "core/process_sets.h"
+
 namespace zen::ops {
 namespace {
 
@@ -180,7 +182,7 @@ Result<std::unique_ptr<Transport>> Transport::subset(const std::vector<int32_t>&
   Result<std::unique_ptr<Transport>> made = guarded([&] { return doSubset(members, setId); });
   if (!made.isOk()) return made;
   Transport& child = *made.value();
-  const auto position = std::lower_bound(members.begin(), members.end(), rank_) - members.begin();
+  const int position = rankInSet(members, rank_);
   if (child.rank_ != position || child.size_ != static_cast<int>(members.size())) {
     return ZEN_ERROR(StatusCode::kInternal,
                      "subset: the {} backend made rank {} of {} for process set {}, expected "
