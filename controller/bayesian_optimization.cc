@@ -114,10 +114,6 @@ double BayesianOptimization::expectedImprovementUnit(const std::vector<double>& 
   return improvement * normalCdf(z) + sigma * normalPdf(z);
 }
 
-double BayesianOptimization::expectedImprovement(const std::vector<double>& x) const {
-  return expectedImprovementUnit(normalize(x));
-}
-
 std::optional<std::vector<double>> BayesianOptimization::nextSample() {
   const size_t dims = dimensions_.size();
   std::uniform_real_distribution<double> uniform(0.0, 1.0);

@@ -48,9 +48,6 @@ class BayesianOptimization {
   // been sampled (only a coarse grid can run out).
   std::optional<std::vector<double>> nextSample();
 
-  double expectedImprovement(const std::vector<double>& x) const;
-  size_t numSamples() const { return samples_.size(); }
-
  private:
   std::vector<double> normalize(const std::vector<double>& x) const;
   std::vector<double> denormalize(const std::vector<double>& unit) const;
