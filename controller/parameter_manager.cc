@@ -21,26 +21,6 @@ constexpr double kCycleResolutionMs = 0.1;
 // Horovod's seed points (fusion MiB, cycle ms), tried after the configured values.
 constexpr std::pair<double, double> kSeedPoints[] = {{4, 5}, {32, 50}, {16, 25}, {8, 10}};
 
-// What the job moves: collectives over data, not registrations, joins, barriers or errors.
-bool isDataPlane(ResponseType type) {
-  switch (type) {
-    case ResponseType::kSparseAllreduce:
-    case ResponseType::kAllreduce:
-    case ResponseType::kAllgather:
-    case ResponseType::kBroadcast:
-    case ResponseType::kAlltoall:
-    case ResponseType::kReducescatter:
-      return true;
-    case ResponseType::kJoin:
-    case ResponseType::kBarrier:
-    case ResponseType::kError:
-    case ResponseType::kAddProcessSet:
-    case ResponseType::kRemoveProcessSet:
-      return false;
-  }
-  return false;
-}
-
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
@@ -135,7 +115,7 @@ void ParameterManager::restartSample(TimePoint now) {
 bool ParameterManager::count(const ResponseList& plan) {
   bool reached = false;
   for (const Response& response : plan.responses) {
-    if (response.processSet != kGlobalProcessSet || !isDataPlane(response.type)) continue;
+    if (response.processSet != kGlobalProcessSet || !carriesTensors(response.type)) continue;
     for (size_t i = 0; i < response.tensorNames.size(); ++i) {
       sampleBytes_ += denseBytes(response, i);
       if (++timesPlanned_[response.tensorNames[i]] >= options_.stepsPerSample) reached = true;

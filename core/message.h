@@ -104,6 +104,13 @@ enum class ResponseType : uint8_t {
 inline constexpr int kNumResponseTypes = 11;
 const char* responseTypeName(ResponseType type);
 ResponseType responseTypeFor(OpType op);
+// Whether the response moves tensor data (not a join, barrier, error or process-set
+// registration): what stats, timelines and the autotuner count.
+inline bool carriesTensors(ResponseType type) {
+  return type != ResponseType::kJoin && type != ResponseType::kBarrier &&
+         type != ResponseType::kError && type != ResponseType::kAddProcessSet &&
+         type != ResponseType::kRemoveProcessSet;
+}
 
 // What every rank executes next: one collective over one tensor or a fused bucket of them.
 struct Response {

@@ -256,9 +256,7 @@ void Runtime::record(const Response& response,
                      Clock::time_point start,
                      Clock::time_point end,
                      const Status& status) {
-  const bool dataPlane = response.type != ResponseType::kError &&
-                         response.type != ResponseType::kJoin &&
-                         response.type != ResponseType::kBarrier;
+  const bool dataPlane = carriesTensors(response.type);
   std::string type = responseTypeName(response.type);
   for (char& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   const double density =
