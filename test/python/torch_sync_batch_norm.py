@@ -10,7 +10,8 @@ bias gradients (this rank's contributions, summed over the ranks), for BatchNorm
 shapes, uneven batches and an empty one, momentum=None, affine=False,
 track_running_stats=False, float16/bfloat16 inputs, data far from zero (the combination of
 per-rank statistics must not cancel), two process sets (the halves of the job), eval mode
-(one rank alone: no communication), the refusals, and convert_sync_batchnorm on a small
+(one rank alone: no communication, the daemon's counters unchanged), the layers' names (fixed,
+by first call, the same on every rank), the refusals, and convert_sync_batchnorm on a small
 model trained with DistributedOptimizer against one-process training. Prints one line per
 check and rank: `ZENTEST {"check": ..., "ok": ..., "error": ...}`.
 """
@@ -182,10 +183,32 @@ def eval_mode_uses_running_stats_alone():
     ref.eval()
     if hvd.rank() == hvd.size() - 1:
         x, _ = batch(hvd.rank(), 5, 3, (2, 3), torch.float32, 17)
+        completed = hvd.stats()["completed"]
         for _ in range(2):
             assert_close(layer(x), ref(x.double()), "eval output")
+        assert hvd.stats()["completed"] == completed, "eval mode communicated"
         assert int(layer.num_batches_tracked) == 2
         assert_close(layer.running_mean, ref.running_mean, "running_mean")
+
+
+@check
+def layers_named_by_first_call_order():
+    """Two layers, the second created first, over several steps: each has its own fixed
+    names, the same on every rank (numbered by first call), used once per step."""
+    steps = 3
+    second = hvd.SyncBatchNorm(CHANNELS)
+    first = hvd.SyncBatchNorm(CHANNELS)
+    for step in range(steps):
+        x = batch(hvd.rank(), step, 2, (), torch.float32, 19)[0].requires_grad_()
+        second(first(x)).pow(2).sum().backward()
+    names = [first._zen_name[1], second._zen_name[1]]
+    assert names[0] != names[1] and names[0].startswith("sync_batch_norm.0."), names
+    assert int(names[0].split(".")[-1]) + 1 == int(names[1].split(".")[-1]), names
+    assert hvd.allgather_object(names, name="check.names") == [names] * hvd.size()
+    tensors = hvd.stats()["tensors"]
+    for name in names:
+        assert tensors["allgather.%s.stats" % name]["completed"] == steps, tensors
+        assert tensors["allreduce.%s.grads" % name]["completed"] == steps, tensors
 
 
 @check
