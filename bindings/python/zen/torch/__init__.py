@@ -16,7 +16,8 @@ DistributedOptimizer(op=Adasum) combines the optimizer's parameter deltas, as Ho
 ones with Average and Sum. Process sets as Horovod's (zen.common.process_sets):
 init(process_sets=...), add_process_set, remove_process_set, and process_set= on the
 collectives and DistributedOptimizer; rank numbers in a set's collectives (broadcast's root,
-alltoall's splits) are ranks within the set.
+alltoall's splits) are ranks within the set. SyncBatchNorm (Horovod's, on CPU and CUDA
+tensors; convert_sync_batchnorm as torch's) normalizes over the global batch of a process set.
 """
 
 from zen.torch.compression import Compression
@@ -40,6 +41,7 @@ from zen.torch.mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, 
                                sparse_allreduce, sparse_allreduce_async, start_timeline,
                                stats, stop_timeline, synchronize)
 from zen.torch.optimizer import DistributedOptimizer
+from zen.torch.sync_batch_norm import SyncBatchNorm
 
 __all__ = [
     "Adasum", "Average", "Compression", "DistributedOptimizer", "HorovodInternalError",
@@ -57,4 +59,5 @@ __all__ = [
     "nccl_built", "poll", "rank", "reducescatter", "reducescatter_async",
     "remove_process_set", "rocm_built", "shutdown", "size", "sparse_allreduce",
     "sparse_allreduce_async", "start_timeline", "stats", "stop_timeline", "synchronize",
+    "SyncBatchNorm",
 ]
