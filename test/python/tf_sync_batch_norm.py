@@ -8,7 +8,8 @@ numpy where the base layer is not the point.
 
 Checked: outputs and moving statistics over several steps, eagerly and in tf.function,
 axis=-1 (2-D and NHWC) and axis=1 (NCHW); the gradients of the inputs, gamma and beta; batch
-sizes that differ per rank; a large mean (the variance stays exact); masks; one layer called
+sizes that differ per rank; a large mean (the variance stays exact); masks; mixed_float16;
+serialization; one layer called
 twice in one tf.function; inference and trainable=False without communication (one rank
 alone); process sets (the ranks' two halves: {0, 1} and {2, 3} on 4 ranks) and a set of one
 (the base layer bit for bit); Model.fit with DistributedOptimizer against one-process
@@ -117,6 +118,10 @@ def exported_by_tensorflow_and_keras():
     expect_raises(ValueError, lambda: hvd.SyncBatchNormalization(fused=True), "fused")
     expect_raises(ValueError, lambda: hvd.SyncBatchNormalization(synchronized=True),
                   "synchronized")
+    layer = hvd.SyncBatchNormalization(axis=1, momentum=0.25, epsilon=0.01)
+    again = keras.layers.deserialize(keras.layers.serialize(layer))
+    assert type(again) is hvd.SyncBatchNormalization, type(again)
+    assert (again.axis, again.momentum, again.epsilon) == (1, 0.25, 0.01), again.get_config()
 
 
 @check
@@ -134,6 +139,24 @@ def nhwc_in_a_function():
 def nchw_axis_1_eager_and_in_a_function():
     train_against_base((4, 3, 2), axis=1, seed=2)
     train_against_base((4, 3, 2), axis=1, function=True, seed=3)
+
+
+@check
+def mixed_float16():
+    """Under the mixed_float16 policy (float16 in and out, float32 variables) the layer
+    upcasts as the base layer does: the moments travel in float32."""
+    shape = (3,)
+    sync = hvd.SyncBatchNormalization(momentum=MOMENTUM, dtype="mixed_float16")
+    base = keras.layers.BatchNormalization(momentum=MOMENTUM, dtype="mixed_float16")
+    for step in range(2):
+        out = sync(tf.constant(data(hvd.rank(), step, shape, seed=10), tf.float16),
+                   training=True)
+        want = base(tf.constant(everyone(lambda r: data(r, step, shape, seed=10)), tf.float16),
+                    training=True)
+        assert out.dtype == tf.float16, out.dtype
+        close(out, my_rows(np.asarray(want)), tol=2e-3, what="step %d output" % step)
+        for got, ref in zip(sync.get_weights(), base.get_weights()):
+            close(got, ref, tol=1e-4, what="step %d state" % step)
 
 
 @check
@@ -309,8 +332,11 @@ IN, HIDDEN, OUT, LOCAL_BATCH, FIT_STEPS = 3, 4, 2, 3, 3
 
 
 def fit_model(bn_layer):
-    model = keras.Sequential([keras.Input((IN,)), keras.layers.Dense(HIDDEN), bn_layer,
-                              keras.layers.Activation("tanh"), keras.layers.Dense(OUT)])
+    """Two batch normalizations, bn_layer() each (their collectives must not collide)."""
+    model = keras.Sequential([keras.Input((IN,)), keras.layers.Dense(HIDDEN), bn_layer(),
+                              keras.layers.Activation("tanh"), keras.layers.Dense(HIDDEN),
+                              bn_layer(), keras.layers.Activation("tanh"),
+                              keras.layers.Dense(OUT)])
     g = np.random.default_rng(123)
     for layer in model.layers:  # the batch normalization keeps its (fixed) initial values
         if isinstance(layer, keras.layers.Dense):
@@ -327,7 +353,7 @@ def fit_data(rank, step):
 
 @check
 def model_fit_matches_one_process():
-    """Dense, SyncBatchNormalization, tanh, Dense, trained by Model.fit with the Keras
+    """Dense, SyncBatchNormalization, tanh (twice), Dense, trained by Model.fit with the Keras
     DistributedOptimizer (equal local batches: the average of the ranks' mean losses is the
     global batch's) against the same model with BatchNormalization trained by plain SGD on
     the global batches; every weight, the moving statistics included."""
@@ -338,19 +364,19 @@ def model_fit_matches_one_process():
                                for s in range(FIT_STEPS)])
 
     mine = [hvd.rank()]
-    model = fit_model(hvd.SyncBatchNormalization(momentum=MOMENTUM))
+    model = fit_model(lambda: hvd.SyncBatchNormalization(momentum=MOMENTUM))
     model.compile(optimizer=hvd_keras.DistributedOptimizer(keras.optimizers.SGD(lr)),
                   loss="mse")
     model.fit(batches(mine, 0), batches(mine, 1), batch_size=LOCAL_BATCH, shuffle=False,
               verbose=0)
     ranks = range(hvd.size())
-    reference = fit_model(keras.layers.BatchNormalization(momentum=MOMENTUM))
+    reference = fit_model(lambda: keras.layers.BatchNormalization(momentum=MOMENTUM))
     reference.compile(optimizer=keras.optimizers.SGD(lr), loss="mse")
     reference.fit(batches(ranks, 0), batches(ranks, 1), batch_size=LOCAL_BATCH * hvd.size(),
                   shuffle=False, verbose=0)
     for i, (got, want) in enumerate(zip(model.get_weights(), reference.get_weights())):
         close(got, want, tol=1e-4, what="weight %d" % i)
-    moved = model.get_weights()[0] - fit_model(keras.layers.BatchNormalization()).get_weights()[0]
+    moved = model.get_weights()[0] - fit_model(keras.layers.BatchNormalization).get_weights()[0]
     assert np.max(np.abs(moved)) > 1e-3, "training did not move the first layer"
 
 

@@ -20,6 +20,7 @@ from zen.common.basics import Sum
 from zen.tensorflow.mpi_ops import allreduce
 
 
+@keras.saving.register_keras_serializable(package="zen")
 class SyncBatchNormalization(keras.layers.BatchNormalization):
     """keras.layers.BatchNormalization with the batch statistics over all ranks in training
     (of process_set's ranks; only its members call the layer in training). With one rank, in
@@ -28,8 +29,9 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
     collectives are named after the layer (Keras gives the same names when every rank builds
     the same model), so give the layers names when ranks build them differently.
 
-    fused: Horovod's argument, False only (Keras 3 has no fused kernel). process_set is not in
-    get_config: a loaded layer synchronizes over all ranks."""
+    fused: Horovod's argument, False only (Keras 3 has no fused kernel). A saved model loads
+    with it (registered as zen>SyncBatchNormalization); process_set is not in get_config: a
+    loaded layer synchronizes over all ranks."""
 
     def __init__(self, fused=False, process_set=process_sets.global_process_set, **kwargs):
         if fused in (True, None):
