@@ -6,14 +6,14 @@ numpy where the base layer is not the point.
 
     tools/zenrun -np N .venv-tf/bin/python tf_sync_batch_norm.py [CHECK ...]
 
-Checked: outputs and moving statistics over several steps, eagerly and in tf.function,
-axis=-1 (2-D and NHWC) and axis=1 (NCHW); the gradients of the inputs, gamma and beta; batch
-sizes that differ per rank; a large mean (the variance stays exact); masks; mixed_float16;
-serialization; one layer called
-twice in one tf.function; inference and trainable=False without communication (one rank
-alone); process sets (the ranks' two halves: {0, 1} and {2, 3} on 4 ranks) and a set of one
-(the base layer bit for bit); Model.fit with DistributedOptimizer against one-process
-training. Prints `ZENTEST {"check": ..., "ok": ..., "error": ...}` per check and rank.
+Checked: outputs and moving statistics over several steps, eagerly and in tf.function, axis=-1
+(2-D and NHWC) and axis=1 (NCHW); the gradients of the inputs, gamma and beta; batch sizes that
+differ per rank; a large mean (the variance stays exact); masks; mixed_float16; serialization;
+one layer called twice in one tf.function; inference and trainable=False without communication
+(one rank alone); process sets (the ranks' two halves: {0, 1} and {2, 3} on 4 ranks) and a set
+of one (the base layer bit for bit); ranks that differ in channels (an error on every rank);
+Model.fit with DistributedOptimizer against one-process training. Prints
+`ZENTEST {"check": ..., "ok": ..., "error": ...}` per check and rank.
 """
 
 import os
@@ -324,6 +324,17 @@ def set_of_one_is_the_base_layer():
         hvd.barrier()
         for s in singles:
             hvd.remove_process_set(s)
+
+
+@check
+def different_channels_fail_on_every_rank():
+    """Ranks whose layers differ in channels: every rank gets the daemon's error, naming the
+    layer's collective, instead of a hang."""
+    channels = 3 if hvd.rank() == 0 else 4
+    sync = hvd.SyncBatchNormalization(name="syncbn_mismatch")
+    e = expect_raises(tf.errors.OpError,
+                      lambda: sync(tf.ones([2, channels]), training=True))
+    assert "syncbn_mismatch" in e.message, e.message
 
 
 # ---- Model.fit ----

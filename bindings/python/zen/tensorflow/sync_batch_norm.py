@@ -1,15 +1,19 @@
 """SyncBatchNormalization, as horovod.tensorflow's: a keras.layers.BatchNormalization whose
 training-mode moments are those of the global batch, every rank's inputs together (of
-process_set's ranks). Only _moments changes; the moving statistics, gamma, beta, masks and
-the float16 upcast are the base layer's. Its backward is autograd's through allreduce(op=Sum),
-whose gradient is the allreduce of the gradient: each rank gets its inputs' gradient of the
-ranks' summed loss, and its own share of gamma's and beta's (DistributedOptimizer sums them).
+process_set's ranks). Only _moments changes (masks weigh the samples as the base layer's
+do); the moving statistics, gamma, beta and the float16 upcast are the base layer's. Its
+backward is autograd's through allreduce(op=Sum), whose gradient is the allreduce of the
+gradient: each rank gets its inputs' gradient of the ranks' summed loss and its own rows'
+share of gamma's and beta's, so DistributedOptimizer's average of the ranks' gradients is
+the global batch's (mean losses over equal batches).
 
 Two allreduces per training call: (count, sum) per channel, then the sum of squared
-deviations from the global mean. Horovod's single allreduce of the mean and of the mean of
-squares gives the variance as E[x^2] - E[x]^2, which cancels catastrophically when the mean is
-large against the spread (float32, mean 1e3 and std 1: an error of several percent); this is
-the base layer's own two-pass computation, over the global batch, exact for uneven batches.
+deviations from the global mean. Horovod's single allreduce of the ranks' means and means of
+squares weighs every rank alike (right for equal batches only) and gives the variance as
+E[x^2] - E[x]^2, which cancels catastrophically when the mean is large against the spread
+(float32, mean 1e3 and std 1: an error of several percent). This is the base layer's own
+two-pass computation over the global batch, exact for uneven batches, for one more round
+trip of a few floats per channel.
 """
 
 import keras
@@ -35,7 +39,8 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
 
     def __init__(self, fused=False, process_set=process_sets.global_process_set, **kwargs):
         if fused in (True, None):
-            raise ValueError("SyncBatchNormalization does not support fused=True")
+            raise ValueError("SyncBatchNormalization does not support fused=%r (Keras 3 has no "
+                             "fused kernel): pass fused=False or leave it out" % (fused,))
         if kwargs.get("synchronized"):
             raise ValueError("SyncBatchNormalization synchronizes through zen; "
                              "synchronized=True (tf.distribute's) does not apply")
@@ -44,6 +49,8 @@ class SyncBatchNormalization(keras.layers.BatchNormalization):
         self.supports_jit = False  # XLA cannot compile zen's collectives
 
     def _moments(self, inputs, mask):
+        """(mean, variance) per channel of every member's inputs (mask: per sample, as the
+        base layer's)."""
         ps = self._zen_process_set
         process_sets.process_set_id(ps, "SyncBatchNormalization '%s'" % self.name)
         if process_sets.set_size(ps) == 1:
