@@ -82,8 +82,9 @@ test_jobs_exit_cleanly = exit_test(JOBS, SELECTED)
 
 
 def test_single_process_without_launcher():
-    """Without zenrun or mpirun, init() makes a job of one and every op is the identity;
-    `import zen` loads neither TensorFlow nor torch."""
+    """Without zenrun or mpirun, init() makes a job of one and every op is the identity
+    (SyncBatchNormalization the base layer); `import zen` loads neither TensorFlow nor
+    torch."""
     if "single" not in SELECTED:
         pytest.skip("job single not selected (ZENTEST_TF_JOBS)")
     run_single_process(TF_PYTHON, (
@@ -98,5 +99,9 @@ def test_single_process_without_launcher():
         "assert out.indices.numpy().tolist() == [1] and out.values.numpy().tolist() == "
         "[[2.0] * 3]\n"
         "assert int(hvd.join()) == 0\n"
+        "import keras\n"  # a job of one: SyncBatchNormalization is the base layer, bit for bit
+        "sync, base = hvd.SyncBatchNormalization(), keras.layers.BatchNormalization()\n"
+        "assert bool(tf.reduce_all(sync(t, training=True) == base(t, training=True)))\n"
+        "assert all((a == b).all() for a, b in zip(sync.get_weights(), base.get_weights()))\n"
         "hvd.shutdown(); print('ok')\n"), extra_env=dict(TF_ENV, OMP_NUM_THREADS="1"),
         drop=("ZEN_", "ZENRUN_", "OMPI_", "PMI_"))
