@@ -11,7 +11,8 @@ itself.
 Run: tools/build-tf && /usr/bin/python3 -m pytest -q test/python/test_tensorflow.py
 (CTest: python_tf_*, which stage the package in the build directory first and name it in
 ZENTEST_PYTHONPATH.) ZENTEST_TF_JOBS selects the jobs (comma-separated: np2, np4, train2,
-train4, topk2, topk4, keras2, keras4, adasum2, adasum4, adasum3, single, ps4; default all);
+train4, topk2, topk4, keras2, keras4, adasum2, adasum4, adasum3, single, ps4, syncbn2,
+syncbn4; default all);
 ZENTEST_TF_PYTHON is the ranks' python (default .venv-tf/bin/python). A missing venv or op
 library fails, it is not skipped: tools/test promises these tests ran.
 """
@@ -25,12 +26,13 @@ from rank_jobs import (SCHEMES, TF_ENV, TF_PYTHON, check_job, check_names, check
 require_zen_tensorflow()
 
 SELECTED = selected_jobs("ZENTEST_TF_JOBS", "np2,np4,train2,train4,topk2,topk4,keras2,keras4,"
-                         "adasum2,adasum4,adasum3,single,ps4")
+                         "adasum2,adasum4,adasum3,single,ps4,syncbn2,syncbn4")
 CHECK_NAMES = check_names("tf_checks.py")
 KERAS_CHECKS = check_names("tf_keras.py")
 TOPK_CHECKS = check_names("tf_topk.py")
 ADASUM_CHECKS = check_names("tf_adasum.py")
 PROCESS_SET_CHECKS = check_names("tf_process_sets.py")
+SYNC_BN_CHECKS = check_names("tf_sync_batch_norm.py")
 ADASUM_NOT_POW2 = "adasum_world_not_power_of_two"
 TRAIN_CHECKS = ["%s.%s" % (kind, s) for s in SCHEMES for kind in ("tape", "keras")] + \
     ["tape.zen.sparse_as_dense", "tape.zen.fp16", "tape.zen.topk1", "keras.zen.topk1"]
@@ -53,10 +55,13 @@ job_adasum2 = tf_job("adasum2", 2, "tf_adasum.py", [])
 job_adasum4 = tf_job("adasum4", 4, "tf_adasum.py", [])
 job_adasum3 = tf_job("adasum3", 3, "tf_adasum.py", [ADASUM_NOT_POW2])
 job_ps4 = tf_job("ps4", 4, "tf_process_sets.py", [])
+job_syncbn2 = tf_job("syncbn2", 2, "tf_sync_batch_norm.py", [])
+job_syncbn4 = tf_job("syncbn4", 4, "tf_sync_batch_norm.py", [])
 JOBS = {"np2": "job_np2", "np4": "job_np4", "train2": "job_train2", "train4": "job_train4",
         "topk2": "job_topk2", "topk4": "job_topk4", "keras2": "job_keras2",
         "keras4": "job_keras4", "adasum2": "job_adasum2", "adasum4": "job_adasum4",
-        "adasum3": "job_adasum3", "ps4": "job_ps4"}
+        "adasum3": "job_adasum3", "ps4": "job_ps4", "syncbn2": "job_syncbn2",
+        "syncbn4": "job_syncbn4"}
 
 
 test_two_ranks_tcp = check_test("job_np2", 2, CHECK_NAMES)
@@ -71,12 +76,15 @@ test_adasum_two_ranks = check_test("job_adasum2", 2, ADASUM_CHECKS)
 test_adasum_four_ranks = check_test("job_adasum4", 4, ADASUM_CHECKS)
 test_adasum_three_ranks_refused = check_test("job_adasum3", 3, [ADASUM_NOT_POW2])
 test_process_sets_four_ranks = check_test("job_ps4", 4, PROCESS_SET_CHECKS)
+test_sync_batch_norm_two_ranks = check_test("job_syncbn2", 2, SYNC_BN_CHECKS)
+test_sync_batch_norm_four_ranks = check_test("job_syncbn4", 4, SYNC_BN_CHECKS)
 test_jobs_exit_cleanly = exit_test(JOBS, SELECTED)
 
 
 def test_single_process_without_launcher():
-    """Without zenrun or mpirun, init() makes a job of one and every op is the identity;
-    `import zen` loads neither TensorFlow nor torch."""
+    """Without zenrun or mpirun, init() makes a job of one and every op is the identity
+    (SyncBatchNormalization the base layer); `import zen` loads neither TensorFlow nor
+    torch."""
     if "single" not in SELECTED:
         pytest.skip("job single not selected (ZENTEST_TF_JOBS)")
     run_single_process(TF_PYTHON, (
@@ -91,5 +99,9 @@ def test_single_process_without_launcher():
         "assert out.indices.numpy().tolist() == [1] and out.values.numpy().tolist() == "
         "[[2.0] * 3]\n"
         "assert int(hvd.join()) == 0\n"
+        "import keras\n"  # a job of one: SyncBatchNormalization is the base layer, bit for bit
+        "sync, base = hvd.SyncBatchNormalization(), keras.layers.BatchNormalization()\n"
+        "assert bool(tf.reduce_all(sync(t, training=True) == base(t, training=True)))\n"
+        "assert all((a == b).all() for a, b in zip(sync.get_weights(), base.get_weights()))\n"
         "hvd.shutdown(); print('ok')\n"), extra_env=dict(TF_ENV, OMP_NUM_THREADS="1"),
         drop=("ZEN_", "ZENRUN_", "OMPI_", "PMI_"))

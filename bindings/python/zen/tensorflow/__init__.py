@@ -18,6 +18,8 @@ the ranks' variable deltas: adasum_optimizer.py), sparse ones with Average and S
 sets as Horovod's (zen.common.process_sets): init(process_sets=...), add_process_set,
 remove_process_set, and process_set= on the collectives, DistributedGradientTape and
 DistributedOptimizer; rank numbers in a set's collectives are ranks within the set.
+SyncBatchNormalization: keras.layers.BatchNormalization with the training-mode moments over
+the global batch (sync_batch_norm.py).
 """
 
 from zen.tensorflow.compression import Compression
@@ -32,13 +34,15 @@ from zen.tensorflow.mpi_ops import (Adasum, Average, Max, Min, ProcessSet, Produ
                                     remove_process_set, shutdown, size, start_timeline, stats,
                                     stop_timeline)
 from zen.tensorflow.optimizer import DistributedOptimizer
+from zen.tensorflow.sync_batch_norm import SyncBatchNormalization
 
 __all__ = [
     "Adasum", "Average", "Compression", "DistributedGradientTape", "DistributedOptimizer",
-    "Max", "Min", "ProcessSet", "Product", "Sum", "add_process_set", "allgather", "allreduce",
-    "alltoall", "backend", "barrier", "broadcast", "broadcast_variables", "cross_rank",
-    "cross_size", "global_process_set", "grouped_allgather", "grouped_allreduce",
-    "grouped_reducescatter", "init", "is_initialized", "join", "local_rank", "local_size",
-    "mpi_enabled", "rank", "reducescatter", "remove_process_set", "shutdown", "size",
-    "start_timeline", "stats", "stop_timeline",
+    "Max", "Min", "ProcessSet", "Product", "Sum", "SyncBatchNormalization", "add_process_set",
+    "allgather", "allreduce", "alltoall", "backend", "barrier", "broadcast",
+    "broadcast_variables", "cross_rank", "cross_size", "global_process_set",
+    "grouped_allgather", "grouped_allreduce", "grouped_reducescatter", "init",
+    "is_initialized", "join", "local_rank", "local_size", "mpi_enabled", "rank",
+    "reducescatter", "remove_process_set", "shutdown", "size", "start_timeline", "stats",
+    "stop_timeline",
 ]

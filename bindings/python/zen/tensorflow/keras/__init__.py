@@ -12,17 +12,18 @@ allreduce, allgather and broadcast take any tensor-like value (numpy, lists) and
 tensor, as Horovod's Keras versions do eagerly. Not here: broadcast_global_variables (TF1
 sessions; Horovod's raises under eager execution too), reducescatter, elastic. Process sets:
 init(process_sets=...), add_process_set, remove_process_set, and
-DistributedOptimizer(process_set=...) (zen.tensorflow's).
+DistributedOptimizer(process_set=...) (zen.tensorflow's). SyncBatchNormalization is
+zen.tensorflow's (horovod.tensorflow exports it).
 """
 
 import keras
 import tensorflow as tf
 
 from zen.tensorflow import (Adasum, Average, Compression, DistributedOptimizer, Max, Min,
-                            ProcessSet, Product, Sum, add_process_set, broadcast_variables,
-                            cross_rank, cross_size, global_process_set, init, is_initialized,
-                            local_rank, local_size, mpi_enabled, rank, remove_process_set,
-                            shutdown, size, start_timeline, stop_timeline)
+                            ProcessSet, Product, Sum, SyncBatchNormalization, add_process_set,
+                            broadcast_variables, cross_rank, cross_size, global_process_set,
+                            init, is_initialized, local_rank, local_size, mpi_enabled, rank,
+                            remove_process_set, shutdown, size, start_timeline, stop_timeline)
 from zen.tensorflow import allgather as _allgather
 from zen.tensorflow import allreduce as _allreduce
 from zen.tensorflow import broadcast as _broadcast
@@ -30,10 +31,11 @@ from zen.tensorflow.keras import callbacks
 
 __all__ = [
     "Adasum", "Average", "Compression", "DistributedOptimizer", "Max", "Min", "ProcessSet",
-    "Product", "Sum", "add_process_set", "allgather", "allreduce", "broadcast",
-    "broadcast_variables", "callbacks", "cross_rank", "cross_size", "global_process_set",
-    "init", "is_initialized", "load_model", "local_rank", "local_size", "mpi_enabled", "rank",
-    "remove_process_set", "shutdown", "size", "start_timeline", "stop_timeline",
+    "Product", "Sum", "SyncBatchNormalization", "add_process_set", "allgather", "allreduce",
+    "broadcast", "broadcast_variables", "callbacks", "cross_rank", "cross_size",
+    "global_process_set", "init", "is_initialized", "load_model", "local_rank", "local_size",
+    "mpi_enabled", "rank", "remove_process_set", "shutdown", "size", "start_timeline",
+    "stop_timeline",
 ]
 
 
