@@ -8,12 +8,13 @@
 //
 // Why: the score of one point drifts within a run (warm caches, the allocator, the machine) by
 // up to 2x, more than the knobs' effect (5-9 %; docs/BENCHMARKS.md "Autotune"), and the search
-// compares scores taken up to the whole run apart. A pair's samples are adjacent, so its ratio
-// carries one sample's drift, not the run's. The order alternates from pair to pair (A B, B A,
-// A B, ...: candidate first, then incumbent first), so a linear drift's share is equal and
-// opposite in consecutive pairs and cancels in an even number of pairs; an odd number keeps one
-// pair's share, and the first pair runs the candidate first so that share counts against the
-// candidate while scores rise, as they do while a job warms up.
+// compares scores taken up to the whole run apart. A pair's samples are adjacent (but for the
+// one the manager discards after a switch), so its ratio carries a sample's drift, not the
+// run's. The order alternates from pair to pair (A B, B A, A B, ...: candidate first, then
+// incumbent first), so a linear drift's share is equal and opposite in consecutive pairs and
+// cancels in an even number of pairs; an odd number keeps one pair's share, and the first pair
+// runs the candidate first so that share counts against the candidate while scores rise, as
+// they do while a job warms up.
 //
 // Only the search's best is confirmed, not the runner-up after it: under drift the search's
 // ranking is what cannot be trusted, and each further candidate costs 2 x pairs samples and

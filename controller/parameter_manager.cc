@@ -200,16 +200,24 @@ std::optional<TunedParameters> ParameterManager::endSearch() {
   // Point 0 is the configured values, the incumbent.
   if (options_.confirmPairs == 0 || best->first == scored_[0].first) return finish(best->first);
   confirmation_.emplace(best->first, scored_[0].first, options_.confirmPairs);
-  return moveTo(confirmation_->next());
+  return confirmAt(confirmation_->next());
 }
 
 std::optional<TunedParameters> ParameterManager::confirmSample(double score) {
   logRow(confirmation_->candidateNext() ? "confirm_candidate" : "confirm_incumbent", current_,
          score);
   confirmation_->add(score);
-  if (!confirmation_->complete()) return moveTo(confirmation_->next());
+  if (!confirmation_->complete()) return confirmAt(confirmation_->next());
   logRow("confirm_ratio", confirmation_->candidate(), confirmation_->medianRatio());
   return finish(confirmation_->kept());
+}
+
+std::optional<TunedParameters> ParameterManager::confirmAt(const TunedParameters& p) {
+  std::optional<TunedParameters> next = moveTo(p);
+  // The sample after a switch carries the previous point's tail (steps in flight under it) and
+  // would always count against the second point of a pair: discarded, as the warm-up.
+  if (next) warmupLeft_ = kSettleSamples;
+  return next;
 }
 
 std::optional<TunedParameters> ParameterManager::finish(const TunedParameters& kept) {

@@ -13,9 +13,11 @@
 //   3. confirmation (Zen's own; controller/autotune_confirmation.h says why): unless the best
 //      point scored (the candidate) is the configured values (the incumbent), confirmPairs pairs
 //      of samples, one of each point back to back, in the order A B, B A, A B, ... (A: the
-//      candidate); the candidate is kept only if the median of the pairs' ratios
-//      score(candidate) / score(incumbent) exceeds 1 + kConfirmMargin, else the incumbent is.
-//      confirmPairs 0: the best point scored is kept directly (Horovod's choice). Tuning stops.
+//      candidate; after each switch, kSettleSamples samples are discarded first, so a switch's
+//      tail never counts against the second point of a pair); the candidate is kept only if the
+//      median of the pairs' ratios score(candidate) / score(incumbent) exceeds 1 + kConfirmMargin,
+//      else the incumbent is. confirmPairs 0: the best point scored is kept directly (Horovod's
+//      choice). Tuning stops.
 //
 // A sample runs from the moment a point is in effect on every rank (applied()) until some
 // tensor name has been planned stepsPerSample times more (a training step posts each name
@@ -76,6 +78,8 @@ struct AutotuneOptions {
 class ParameterManager {
  public:
   static constexpr int kSamplesPerPoint = 3;
+  // Samples discarded after each switch of the confirmation (controller/parameter_manager.cc).
+  static constexpr int kSettleSamples = 1;
   static constexpr double kMaxFusionMiB = 128.0;
   static constexpr double kMinCycleMs = 1.0;
   static constexpr double kMaxCycleMs = 100.0;
@@ -125,6 +129,8 @@ class ParameterManager {
   std::optional<TunedParameters> finish(const TunedParameters& kept);
   // Makes p current; the parameters for update() to return, none when p is current already.
   std::optional<TunedParameters> moveTo(const TunedParameters& p);
+  // moveTo() in the confirmation: after a switch, kSettleSamples samples are discarded.
+  std::optional<TunedParameters> confirmAt(const TunedParameters& p);
   void logRow(const std::string& point, const TunedParameters& p, double score);
 
   AutotuneOptions options_;

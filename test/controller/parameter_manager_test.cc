@@ -551,23 +551,24 @@ TEST(ParameterManager, ConfirmationRunsABBAWithExactSampleCounts) {
   // The search: the first call, then 3 samples of 2 steps per point.
   EXPECT_EQ(job.stepUntilChange(1000), 1 + 3 * 2);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(job.stepUntilChange(1000), 3 * 2);
-  // After the last point, the candidate at once: A | B B | A A | B, a switch after 1, 2, 2
-  // samples, then after the last one the point kept.
+  // After the last point, the candidate at once: A | B B | A A | B, each switch followed by
+  // one discarded sample (s): s A | s B B | s A A | s B, then after the last the point kept.
   EXPECT_EQ(job.stepUntilChange(1000), 3 * 2);
   ASSERT_NE(pm->confirmation(), nullptr);
   EXPECT_EQ(pm->scored().size(), 5u);
   EXPECT_EQ(pm->current(), params(16, 25));
-  EXPECT_EQ(job.stepUntilChange(1000), 2);
+  EXPECT_EQ(job.stepUntilChange(1000), 2 * 2);
   EXPECT_EQ(pm->current(), kDefaults);
-  EXPECT_EQ(job.stepUntilChange(1000), 2 * 2);
+  EXPECT_EQ(pm->confirmation()->samples().size(), 1u);
+  EXPECT_EQ(job.stepUntilChange(1000), 3 * 2);
   EXPECT_EQ(pm->current(), params(16, 25));
-  EXPECT_EQ(job.stepUntilChange(1000), 2 * 2);
+  EXPECT_EQ(job.stepUntilChange(1000), 3 * 2);
   EXPECT_EQ(pm->current(), kDefaults);
   EXPECT_FALSE(pm->done());
-  EXPECT_EQ(job.stepUntilChange(1000), 2);
+  EXPECT_EQ(job.stepUntilChange(1000), 2 * 2);
   EXPECT_TRUE(pm->done());
   EXPECT_EQ(pm->current(), params(16, 25));
-  EXPECT_EQ(job.calls, 1 + (5 * 3 + 6) * 2);
+  EXPECT_EQ(job.calls, 1 + (5 * 3 + 4 + 6) * 2);
   const std::vector<TunedParameters> tail(job.returned.end() - 5, job.returned.end());
   EXPECT_EQ(tail, (std::vector<TunedParameters>{params(16, 25), kDefaults, params(16, 25),
                                                 kDefaults, params(16, 25)}));
@@ -608,6 +609,33 @@ TEST(ParameterManager, ACandidateThatIsTheConfiguredValuesSkipsTheConfirmation) 
   EXPECT_EQ(pm->current(), kDefaults);
   EXPECT_EQ(job.calls, 1 + 5 * 3 * 2);
   EXPECT_EQ(job.returned.back(), kDefaults);
+}
+
+TEST(ParameterManager, TheConfirmationDiscardsTheSampleAfterASwitch) {
+  // One step per sample, and the step right after a switch 10 times slower (the previous
+  // point's tail). The candidate (16, 25) is not the last point: A | B B | A. Had the sample
+  // after a switch counted, pair 1's A would carry it and pair 1's B not: ratios 1.05 and
+  // 0.105, the candidate lost.
+  AutotuneOptions o = confirming(2);
+  o.stepsPerSample = 1;
+  auto pm = make(o);
+  Job job(*pm);
+  std::optional<TunedParameters> last;
+  job.stepTime = [&](const TunedParameters& p) {
+    const bool switched = last && *last != p;
+    last = p;
+    return (p == params(16, 25) ? 0.0095 : p == kDefaults ? 0.010 : 0.011) * (switched ? 10 : 1);
+  };
+  job.runToTheEnd();
+  ASSERT_NE(pm->confirmation(), nullptr);
+  const auto& samples = pm->confirmation()->samples();
+  ASSERT_EQ(samples.size(), 4u);
+  const std::vector<double> seconds = {0.0095, 0.010, 0.010, 0.0095};
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const double want = kStepBytes / seconds[i];
+    EXPECT_NEAR(samples[i].second, want, 1e-6 * want) << i;
+  }
+  EXPECT_EQ(pm->current(), params(16, 25));
 }
 
 TEST(ParameterManager, TheConfirmationLeavesAFixedKnobAlone) {
