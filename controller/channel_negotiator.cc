@@ -28,6 +28,7 @@ AutotuneOptions autotuneOptionsFrom(const Config& config) {
   a.stepsPerSample = config.autotuneStepsPerSample;
   a.maxSamples = config.autotuneMaxSamples;
   a.gaussianProcessNoise = config.autotuneNoise;
+  a.confirmPairs = config.autotuneConfirmPairs;
   a.logPath = config.autotuneLog;
   a.seed = config.seed;
   return a;

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "controller/bayesian_optimization.h"
+#include "controller/median.h"
 
 namespace zen::controller {
 namespace {
@@ -20,12 +21,6 @@ constexpr double kKiBPerMiB = 1024.0;
 constexpr double kCycleResolutionMs = 0.1;
 // Horovod's seed points (fusion MiB, cycle ms), tried after the configured values.
 constexpr std::pair<double, double> kSeedPoints[] = {{4, 5}, {32, 50}, {16, 25}, {8, 10}};
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
 
 }  // namespace
 
@@ -39,6 +34,8 @@ Result<std::unique_ptr<ParameterManager>> ParameterManager::create(const Autotun
   ZEN_CHECK_ARG(options.gaussianProcessNoise > 0 && std::isfinite(options.gaussianProcessNoise),
                 "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE must be > 0, got {}",
                 options.gaussianProcessNoise);
+  ZEN_CHECK_ARG(options.confirmPairs >= 0, "ZEN_AUTOTUNE_CONFIRM_PAIRS must be >= 0, got {}",
+                options.confirmPairs);
   ZEN_CHECK_ARG(options.initial.fusionThresholdBytes >= 0,
                 "the autotuner's initial fusion threshold must be >= 0 bytes, got {}",
                 options.initial.fusionThresholdBytes);
@@ -141,6 +138,7 @@ std::optional<TunedParameters> ParameterManager::update(const ResponseList& plan
     --warmupLeft_;
     return std::nullopt;
   }
+  if (confirmation_) return confirmSample(score);
   pointSamples_.push_back(score);
   if (pointSamples_.size() < static_cast<size_t>(kSamplesPerPoint)) return std::nullopt;
   const double pointScore = median(std::move(pointSamples_));
@@ -160,10 +158,8 @@ std::optional<TunedParameters> ParameterManager::scorePoint(double score) {
   optimizer_->addSample(toPoint(current_), score);
   std::optional<TunedParameters> next;
   if (scored_.size() < static_cast<size_t>(options_.maxSamples)) next = nextPoint();
-  if (!next) return finish();
-  current_ = *next;
-  waitingForApply_ = true;
-  return current_;
+  if (!next) return endSearch();
+  return moveTo(*next);
 }
 
 std::optional<TunedParameters> ParameterManager::nextPoint() {
@@ -176,15 +172,47 @@ std::optional<TunedParameters> ParameterManager::nextPoint() {
   return fromPoint(*x);
 }
 
-std::optional<TunedParameters> ParameterManager::finish() {
-  done_ = true;
+std::optional<TunedParameters> ParameterManager::endSearch() {
   // The first of equal scores: the earlier point, the configured values before a proposal.
   const auto best =
       std::max_element(scored_.begin(), scored_.end(),
                        [](const auto& a, const auto& b) { return a.second < b.second; });
-  logRow("best", best->first, best->second);
-  if (best->first == current_) return std::nullopt;
-  current_ = best->first;
+  // Point 0 is the configured values, the incumbent.
+  if (options_.confirmPairs == 0 || best->first == scored_[0].first) return finish(best->first);
+  confirmation_.emplace(best->first, scored_[0].first, options_.confirmPairs);
+  return confirmAt(confirmation_->next());
+}
+
+std::optional<TunedParameters> ParameterManager::confirmSample(double score) {
+  logRow(confirmation_->candidateNext() ? "confirm_candidate" : "confirm_incumbent", current_,
+         score);
+  confirmation_->add(score);
+  if (!confirmation_->complete()) return confirmAt(confirmation_->next());
+  logRow("confirm_ratio", confirmation_->candidate(), confirmation_->medianRatio());
+  return finish(confirmation_->kept());
+}
+
+std::optional<TunedParameters> ParameterManager::confirmAt(const TunedParameters& p) {
+  std::optional<TunedParameters> next = moveTo(p);
+  // The sample after a switch carries the previous point's tail (steps in flight under it) and
+  // would always count against the second point of a pair: discarded, as the warm-up.
+  if (next) warmupLeft_ = kSettleSamples;
+  return next;
+}
+
+std::optional<TunedParameters> ParameterManager::finish(const TunedParameters& kept) {
+  done_ = true;
+  const auto point = std::find_if(scored_.begin(), scored_.end(), [&](const auto& scoredPoint) {
+    return scoredPoint.first == kept;
+  });
+  logRow("best", kept, point->second);
+  return moveTo(kept);
+}
+
+std::optional<TunedParameters> ParameterManager::moveTo(const TunedParameters& p) {
+  if (p == current_) return std::nullopt;
+  current_ = p;
+  waitingForApply_ = true;
   return current_;
 }
 

@@ -145,6 +145,7 @@ const std::map<std::string, Setter>& setters() {
       {"ZEN_AUTOTUNE_STEPS_PER_SAMPLE", smallIntField(&Config::autotuneStepsPerSample, 1)},
       {"ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", smallIntField(&Config::autotuneMaxSamples, 1)},
       {"ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", doubleField(&Config::autotuneNoise, 1e-6, 1e6)},
+      {"ZEN_AUTOTUNE_CONFIRM_PAIRS", smallIntField(&Config::autotuneConfirmPairs, 0)},
       {"ZEN_CACHE_CAPACITY",
        [](Config& c, const std::string& n, const std::string& v) {
          ZEN_ASSIGN_OR_RETURN(int64_t x, parseInt(n, v, 0, 1 << 24));

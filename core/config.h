@@ -51,6 +51,7 @@ struct Config {
   int autotuneStepsPerSample = 10;  // ZEN_AUTOTUNE_STEPS_PER_SAMPLE
   int autotuneMaxSamples = 20;      // ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES
   double autotuneNoise = 0.8;       // ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE
+  int autotuneConfirmPairs = 3;     // ZEN_AUTOTUNE_CONFIRM_PAIRS (Zen's; 0: Horovod's choice)
   int cacheCapacity = 1024;
   std::string timeline;  // file path, "DYNAMIC", or empty (off)
   bool timelineMarkCycles = false;

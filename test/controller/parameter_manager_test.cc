@@ -1,6 +1,7 @@
 // The autotuner's ParameterManager, driven by a synthetic clock and synthetic plans: a step
 // takes a time that depends on the parameters in effect (best at 16 MiB / 5 ms), so every
-// score is known in closed form.
+// score is known in closed form. The confirmation's tests give some points their own step
+// times and let the scores drift linearly in time, as measured runs did (docs/BENCHMARKS.md).
 
 #include "controller/parameter_manager.h"
 
@@ -11,11 +12,14 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "controller/channel_negotiator.h"
 
 namespace zen::controller {
 namespace {
@@ -53,14 +57,17 @@ double expectedScore(const TunedParameters& p) {
 }
 
 // The job: every update() comes one step after the last; parameters update() returns are
-// applied at once (as the negotiator does when every rank has finished that plan).
+// applied at once (as the negotiator does when every rank has finished that plan). A step
+// takes stepTime(parameters in effect), divided by 1 + drift * (seconds since the start): the
+// scores of every point rise linearly in time.
 struct Job {
   explicit Job(ParameterManager& manager) : pm(manager) {}
 
   std::optional<TunedParameters> step(const ResponseList& plan = stepPlan()) {
     ++calls;
+    const double speedup = 1 + drift * secondsBetween(start, now);
     now += std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(stepSeconds(pm.current())));
+        std::chrono::duration<double>(stepTime(pm.current()) / speedup));
     auto next = pm.update(plan, now);
     if (next) {
       returned.push_back(*next);
@@ -81,7 +88,10 @@ struct Job {
   }
 
   ParameterManager& pm;
-  TimePoint now = TimePoint{} + std::chrono::seconds(1000);
+  const TimePoint start = TimePoint{} + std::chrono::seconds(1000);
+  TimePoint now = start;
+  std::function<double(const TunedParameters&)> stepTime = stepSeconds;
+  double drift = 0;  // per second
   int calls = 0;
   bool applyAtOnce = true;
   std::vector<TunedParameters> returned;
@@ -93,12 +103,15 @@ std::unique_ptr<ParameterManager> make(const AutotuneOptions& options) {
   return result.isOk() ? std::move(result).value() : nullptr;
 }
 
+// The search alone, kept best directly (Horovod's choice); the confirmation's tests set
+// confirmPairs.
 AutotuneOptions options(int warmup, int steps, int maxSamples) {
   AutotuneOptions o;
   o.initial = kDefaults;
   o.warmupSamples = warmup;
   o.stepsPerSample = steps;
   o.maxSamples = maxSamples;
+  o.confirmPairs = 0;
   return o;
 }
 
@@ -393,6 +406,8 @@ TEST(ParameterManager, RefusesInvalidOptions) {
       "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE must be > 0, got 0");
   add([](AutotuneOptions& o) { o.gaussianProcessNoise = NAN; }, StatusCode::kInvalidArgument,
       "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE must be > 0, got nan");
+  add([](AutotuneOptions& o) { o.confirmPairs = -1; }, StatusCode::kInvalidArgument,
+      "ZEN_AUTOTUNE_CONFIRM_PAIRS must be >= 0, got -1");
   add([](AutotuneOptions& o) { o.initial.fusionThresholdBytes = -1; }, StatusCode::kInvalidArgument,
       "initial fusion threshold must be >= 0 bytes, got -1");
   add([](AutotuneOptions& o) { o.initial.cycleTimeMs = -2; }, StatusCode::kInvalidArgument,
@@ -458,6 +473,245 @@ TEST(ParameterManager, WritesTheLog) {
   EXPECT_EQ(lines.back(), fmt::format("best,{},{:.6g},{:.6g}", best->first.fusionThresholdBytes,
                                       best->first.cycleTimeMs, best->second));
   std::remove(path.c_str());
+}
+
+// The confirmation. Five points (the configured values and Horovod's seeds), 3 samples of 2
+// steps each, then confirmPairs pairs of one sample each.
+AutotuneOptions confirming(int pairs) {
+  AutotuneOptions o = options(0, 2, 5);
+  o.confirmPairs = pairs;
+  return o;
+}
+
+// Step times: the configured values 10 ms, `point` `seconds`, the other seeds 11 ms.
+std::function<double(const TunedParameters&)> oneBetter(const TunedParameters& point,
+                                                        double seconds) {
+  return [point, seconds](const TunedParameters& p) {
+    return p == point ? seconds : p == kDefaults ? 0.010 : 0.011;
+  };
+}
+
+std::unique_ptr<ParameterManager> runWith(const AutotuneOptions& o,
+                                          const std::function<double(const TunedParameters&)>& f,
+                                          double drift) {
+  auto pm = make(o);
+  Job job(*pm);
+  job.stepTime = f;
+  job.drift = drift;
+  job.runToTheEnd();
+  return pm;
+}
+
+TEST(ParameterManager, ConfirmationKeepsTheTrulyBetterPointWhereDriftMisleadsTheBestScore) {
+  // (8, 10) is 4 % slower than the configured values; the scores rise by 100 % a second, about
+  // 2 % a sample. (8, 10), scored last, takes the best score of the search.
+  const auto f = oneBetter(params(8, 10), 0.0104);
+  ASSERT_GT(f(params(8, 10)), f(kDefaults));
+  const auto plain = runWith(confirming(0), f, 1.0);
+  const auto confirmed = runWith(confirming(3), f, 1.0);
+  // The same search in both; the best score is the worse point's.
+  EXPECT_EQ(plain->scored(), confirmed->scored());
+  const auto& scored = plain->scored();
+  ASSERT_EQ(scored.size(), 5u);
+  EXPECT_EQ(scored[4].first, params(8, 10));
+  for (size_t i = 0; i < 4; ++i) EXPECT_GT(scored[4].second, scored[i].second) << i;
+  // Plain: kept. Confirmed: it loses its pairs, the configured values are kept.
+  EXPECT_EQ(plain->current(), params(8, 10));
+  EXPECT_EQ(plain->confirmation(), nullptr);
+  ASSERT_NE(confirmed->confirmation(), nullptr);
+  EXPECT_EQ(confirmed->confirmation()->candidate(), params(8, 10));
+  EXPECT_LT(confirmed->confirmation()->medianRatio(), 1.0);
+  EXPECT_EQ(confirmed->current(), kDefaults);
+  EXPECT_TRUE(confirmed->done());
+}
+
+TEST(ParameterManager, ConfirmationKeepsACandidateThatIsTrulyBetterUnderDrift) {
+  // The same drift, (8, 10) 5 % faster than the configured values: both keep it.
+  const auto f = oneBetter(params(8, 10), 0.0095);
+  const auto plain = runWith(confirming(0), f, 1.0);
+  const auto confirmed = runWith(confirming(3), f, 1.0);
+  EXPECT_EQ(plain->current(), params(8, 10));
+  ASSERT_NE(confirmed->confirmation(), nullptr);
+  EXPECT_GT(confirmed->confirmation()->medianRatio(), 1 + AutotuneConfirmation::kConfirmMargin);
+  EXPECT_EQ(confirmed->current(), params(8, 10));
+  // The drift's share alternates with the order: pairs 0 and 2 (candidate first) see the
+  // candidate earlier, slower, than pair 1.
+  const std::vector<double> r = confirmed->confirmation()->ratios();
+  ASSERT_EQ(r.size(), 3u);
+  EXPECT_LT(r[0], 0.010 / 0.0095);
+  EXPECT_GT(r[1], 0.010 / 0.0095);
+  EXPECT_LT(r[2], 0.010 / 0.0095);
+}
+
+TEST(ParameterManager, ConfirmationRunsABBAWithExactSampleCounts) {
+  // No drift; (16, 25), point 3, is the best; the search ends on (8, 10).
+  auto pm = make(confirming(3));
+  Job job(*pm);
+  job.stepTime = oneBetter(params(16, 25), 0.0095);
+  // The search: the first call, then 3 samples of 2 steps per point.
+  EXPECT_EQ(job.stepUntilChange(1000), 1 + 3 * 2);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(job.stepUntilChange(1000), 3 * 2);
+  // After the last point, the candidate at once: A | B B | A A | B, each switch followed by
+  // one discarded sample (s): s A | s B B | s A A | s B, then after the last the point kept.
+  EXPECT_EQ(job.stepUntilChange(1000), 3 * 2);
+  ASSERT_NE(pm->confirmation(), nullptr);
+  EXPECT_EQ(pm->scored().size(), 5u);
+  EXPECT_EQ(pm->current(), params(16, 25));
+  EXPECT_EQ(job.stepUntilChange(1000), 2 * 2);
+  EXPECT_EQ(pm->current(), kDefaults);
+  EXPECT_EQ(pm->confirmation()->samples().size(), 1u);
+  EXPECT_EQ(job.stepUntilChange(1000), 3 * 2);
+  EXPECT_EQ(pm->current(), params(16, 25));
+  EXPECT_EQ(job.stepUntilChange(1000), 3 * 2);
+  EXPECT_EQ(pm->current(), kDefaults);
+  EXPECT_FALSE(pm->done());
+  EXPECT_EQ(job.stepUntilChange(1000), 2 * 2);
+  EXPECT_TRUE(pm->done());
+  EXPECT_EQ(pm->current(), params(16, 25));
+  EXPECT_EQ(job.calls, 1 + (5 * 3 + 4 + 6) * 2);
+  const std::vector<TunedParameters> tail(job.returned.end() - 5, job.returned.end());
+  EXPECT_EQ(tail, (std::vector<TunedParameters>{params(16, 25), kDefaults, params(16, 25),
+                                                kDefaults, params(16, 25)}));
+  // The samples, in order, each its point's closed-form score.
+  const auto& samples = pm->confirmation()->samples();
+  const std::vector<TunedParameters> order = {params(16, 25), kDefaults,      kDefaults,
+                                              params(16, 25), params(16, 25), kDefaults};
+  ASSERT_EQ(samples.size(), order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(samples[i].first, order[i]) << i;
+    const double want = kStepBytes / job.stepTime(order[i]);
+    EXPECT_NEAR(samples[i].second, want, 1e-6 * want) << i;
+  }
+  for (double r : pm->confirmation()->ratios()) EXPECT_NEAR(r, 0.010 / 0.0095, 1e-6);
+  // Done: nothing more.
+  for (int i = 0; i < 50; ++i) EXPECT_FALSE(job.step().has_value());
+  EXPECT_EQ(pm->confirmation()->samples().size(), 6u);
+}
+
+TEST(ParameterManager, ACandidateWithinTheMarginIsNotKept) {
+  // No drift: (8, 10) scores best, 0.5 % better (inside the margin) or 2 % (outside).
+  const auto tie = runWith(confirming(3), oneBetter(params(8, 10), 0.010 / 1.005), 0);
+  ASSERT_NE(tie->confirmation(), nullptr);
+  EXPECT_NEAR(tie->confirmation()->medianRatio(), 1.005, 1e-6);
+  EXPECT_EQ(tie->current(), kDefaults);
+  const auto win = runWith(confirming(3), oneBetter(params(8, 10), 0.010 / 1.02), 0);
+  ASSERT_NE(win->confirmation(), nullptr);
+  EXPECT_NEAR(win->confirmation()->medianRatio(), 1.02, 1e-6);
+  EXPECT_EQ(win->current(), params(8, 10));
+}
+
+TEST(ParameterManager, ACandidateThatIsTheConfiguredValuesSkipsTheConfirmation) {
+  auto pm = make(confirming(3));
+  Job job(*pm);
+  job.stepTime = oneBetter(params(8, 10), 0.012);  // the configured values are the fastest
+  job.runToTheEnd();
+  EXPECT_EQ(pm->confirmation(), nullptr);
+  EXPECT_EQ(pm->current(), kDefaults);
+  EXPECT_EQ(job.calls, 1 + 5 * 3 * 2);
+  EXPECT_EQ(job.returned.back(), kDefaults);
+}
+
+TEST(ParameterManager, TheConfirmationDiscardsTheSampleAfterASwitch) {
+  // One step per sample, and the step right after a switch 10 times slower (the previous
+  // point's tail). The candidate (16, 25) is not the last point: A | B B | A. Had the sample
+  // after a switch counted, pair 1's A would carry it and pair 1's B not: ratios 1.05 and
+  // 0.105, the candidate lost.
+  AutotuneOptions o = confirming(2);
+  o.stepsPerSample = 1;
+  auto pm = make(o);
+  Job job(*pm);
+  std::optional<TunedParameters> last;
+  job.stepTime = [&](const TunedParameters& p) {
+    const bool switched = last && *last != p;
+    last = p;
+    return (p == params(16, 25) ? 0.0095 : p == kDefaults ? 0.010 : 0.011) * (switched ? 10 : 1);
+  };
+  job.runToTheEnd();
+  ASSERT_NE(pm->confirmation(), nullptr);
+  const auto& samples = pm->confirmation()->samples();
+  ASSERT_EQ(samples.size(), 4u);
+  const std::vector<double> seconds = {0.0095, 0.010, 0.010, 0.0095};
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const double want = kStepBytes / seconds[i];
+    EXPECT_NEAR(samples[i].second, want, 1e-6 * want) << i;
+  }
+  EXPECT_EQ(pm->current(), params(16, 25));
+}
+
+TEST(ParameterManager, TheConfirmationLeavesAFixedKnobAlone) {
+  AutotuneOptions o = confirming(2);
+  o.initial = params(64, 1);
+  o.tuneFusionThreshold = false;
+  auto pm = make(o);
+  Job job(*pm);
+  job.stepTime = [](const TunedParameters& p) { return p.cycleTimeMs == 10 ? 0.009 : 0.010; };
+  job.runToTheEnd();
+  ASSERT_NE(pm->confirmation(), nullptr);
+  EXPECT_EQ(pm->confirmation()->samples().size(), 4u);
+  for (const auto& [p, score] : pm->confirmation()->samples()) {
+    EXPECT_EQ(p.fusionThresholdBytes, 64 * kMiB);
+  }
+  for (const TunedParameters& p : job.returned) EXPECT_EQ(p.fusionThresholdBytes, 64 * kMiB);
+  EXPECT_EQ(pm->current(), params(64, 10));
+}
+
+TEST(ParameterManager, WritesTheConfirmationToTheLog) {
+  const std::string path = ::testing::TempDir() + "zen_autotune_confirm_log_test.csv";
+  std::remove(path.c_str());
+  AutotuneOptions o = confirming(3);
+  o.logPath = path;
+  auto pm = make(o);
+  Job job(*pm);
+  job.stepTime = oneBetter(params(16, 25), 0.0095);
+  job.runToTheEnd();
+  ASSERT_NE(pm->confirmation(), nullptr);
+  const auto lines = readLines(path);
+  ASSERT_EQ(lines.size(), 1u + 5u + 6u + 1u + 1u);
+  const auto& scored = pm->scored();
+  for (size_t i = 0; i < scored.size(); ++i) {
+    EXPECT_EQ(lines[1 + i],
+              fmt::format("{},{},{:.6g},{:.6g}", i, scored[i].first.fusionThresholdBytes,
+                          scored[i].first.cycleTimeMs, scored[i].second));
+  }
+  const auto& samples = pm->confirmation()->samples();
+  const char* candidate = "confirm_candidate,16777216,25";
+  const char* incumbent = "confirm_incumbent,134217728,1";
+  const std::vector<const char*> order = {candidate, incumbent, incumbent,
+                                          candidate, candidate, incumbent};
+  for (size_t i = 0; i < order.size(); ++i) {
+    EXPECT_EQ(lines[6 + i], fmt::format("{},{:.6g}", order[i], samples[i].second));
+  }
+  EXPECT_EQ(lines[12], fmt::format("confirm_ratio,16777216,25,{:.6g}", 0.010 / 0.0095));
+  // The point kept, with its score from the search (point 3).
+  EXPECT_EQ(lines[13], fmt::format("best,16777216,25,{:.6g}", scored[3].second));
+  std::remove(path.c_str());
+}
+
+TEST(ParameterManager, TheLogSaysWhenTheConfiguredValuesAreKept) {
+  const std::string path = ::testing::TempDir() + "zen_autotune_confirm_kept_test.csv";
+  std::remove(path.c_str());
+  AutotuneOptions o = confirming(1);
+  o.logPath = path;
+  auto pm = make(o);
+  Job job(*pm);
+  job.stepTime = oneBetter(params(8, 10), 0.010 / 1.005);
+  job.runToTheEnd();
+  const auto lines = readLines(path);
+  ASSERT_EQ(lines.size(), 1u + 5u + 2u + 1u + 1u);
+  const auto& samples = pm->confirmation()->samples();
+  EXPECT_EQ(lines[6], fmt::format("confirm_candidate,8388608,10,{:.6g}", samples[0].second));
+  EXPECT_EQ(lines[7], fmt::format("confirm_incumbent,134217728,1,{:.6g}", samples[1].second));
+  EXPECT_EQ(lines[8], fmt::format("confirm_ratio,8388608,10,{:.6g}", 1.005));
+  EXPECT_EQ(lines[9], fmt::format("best,134217728,1,{:.6g}", pm->scored()[0].second));
+  std::remove(path.c_str());
+}
+
+TEST(ParameterManager, ConfirmPairsComeFromTheConfig) {
+  EXPECT_EQ(AutotuneOptions{}.confirmPairs, 3);
+  const auto config = Config::parse({{"ZEN_AUTOTUNE_CONFIRM_PAIRS", "5"}});
+  ASSERT_TRUE(config.isOk()) << config.status().toString();
+  EXPECT_EQ(autotuneOptionsFrom(config.value()).confirmPairs, 5);
+  EXPECT_EQ(autotuneOptionsFrom(Config::parse({{"PATH", "/bin"}}).value()).confirmPairs, 3);
 }
 
 }  // namespace

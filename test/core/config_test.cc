@@ -21,6 +21,7 @@ TEST(Config, DefaultsMatchTheDocumentedValues) {
   EXPECT_EQ(c.value().autotuneStepsPerSample, 10);
   EXPECT_EQ(c.value().autotuneMaxSamples, 20);
   EXPECT_DOUBLE_EQ(c.value().autotuneNoise, 0.8);
+  EXPECT_EQ(c.value().autotuneConfirmPairs, 3);
 }
 
 // Horovod's HOROVOD_AUTOTUNE* knobs; a knob set explicitly is fixed (not tuned).
@@ -31,6 +32,7 @@ TEST(Config, ParsesTheAutotuner) {
                                 {"ZEN_AUTOTUNE_STEPS_PER_SAMPLE", "4"},
                                 {"ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "7"},
                                 {"ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.3"},
+                                {"ZEN_AUTOTUNE_CONFIRM_PAIRS", "5"},
                                 {"ZEN_CYCLE_TIME", "2"}});
   ASSERT_TRUE(c.isOk()) << c.status().toString();
   EXPECT_TRUE(c.value().autotune);
@@ -39,9 +41,12 @@ TEST(Config, ParsesTheAutotuner) {
   EXPECT_EQ(c.value().autotuneStepsPerSample, 4);
   EXPECT_EQ(c.value().autotuneMaxSamples, 7);
   EXPECT_DOUBLE_EQ(c.value().autotuneNoise, 0.3);
+  EXPECT_EQ(c.value().autotuneConfirmPairs, 5);
   EXPECT_TRUE(c.value().cycleTimeSet);
   EXPECT_FALSE(c.value().fusionThresholdSet);
   EXPECT_TRUE(Config::parse({{"ZEN_FUSION_THRESHOLD", "0"}}).value().fusionThresholdSet);
+  // 0: no confirmation, Horovod's choice.
+  EXPECT_EQ(Config::parse({{"ZEN_AUTOTUNE_CONFIRM_PAIRS", "0"}}).value().autotuneConfirmPairs, 0);
 }
 
 TEST(Config, ParsesEveryKnob) {
@@ -110,8 +115,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"ZEN_AUTOTUNE_STEPS_PER_SAMPLE", "0", "ZEN_AUTOTUNE_STEPS_PER_SAMPLE"},
         BadCase{"ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "0", "ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"},
         BadCase{"ZEN_AUTOTUNE_WARMUP_SAMPLES", "-1", "ZEN_AUTOTUNE_WARMUP_SAMPLES"},
-        BadCase{"ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0",
-                "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"}));
+        BadCase{"ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0", "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"},
+        BadCase{"ZEN_AUTOTUNE_CONFIRM_PAIRS", "-1",
+                "ZEN_AUTOTUNE_CONFIRM_PAIRS='-1': expected an integer in [0, 1000000]"},
+        BadCase{"ZEN_AUTOTUNE_CONFIRM_PAIRS", "two", "ZEN_AUTOTUNE_CONFIRM_PAIRS='two'"}));
 
 TEST(Config, MpiPlacementComesFromTheLauncher) {
   auto c = Config::parse({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}});

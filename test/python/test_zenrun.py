@@ -36,11 +36,11 @@ KNOB_FLAGS = ["--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5", "--cache-
               "--timeline-mark-cycles", "--autotune", "--autotune-log-file", "/tmp/tune.csv",
               "--autotune-warmup-samples", "0", "--autotune-steps-per-sample", "5",
               "--autotune-bayes-opt-max-samples", "12", "--autotune-gaussian-process-noise",
-              "0.5"]
+              "0.5", "--autotune-confirm-pairs", "0"]
 KNOB_ENV = {"ZEN_AUTOTUNE": "1", "ZEN_AUTOTUNE_LOG": "/tmp/tune.csv",
             "ZEN_AUTOTUNE_WARMUP_SAMPLES": "0", "ZEN_AUTOTUNE_STEPS_PER_SAMPLE": "5",
             "ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "12",
-            "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE": "0.5",
+            "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE": "0.5", "ZEN_AUTOTUNE_CONFIRM_PAIRS": "0",
             "ZEN_FUSION_THRESHOLD": str(64 << 20), "ZEN_CYCLE_TIME": "2.5",
             "ZEN_CACHE_CAPACITY": "512", "ZEN_SCHEME": "hc", "ZEN_AUTO_PROFILE_CALLS": "2",
             "ZEN_AUTO_SCHEMES": "agsparse,zen", "ZEN_HASH_FUNCTIONS": "4",
@@ -142,6 +142,9 @@ def test_help_and_version():
     (["-np", "2", "--cycle-time-ms", "x", "true"], "expected a number, not 'x'"),
     (["-np", "2", "--autotune-steps-per-sample", "0", "true"],
      "--autotune-steps-per-sample must be in [1, 1000000]"),
+    (["-np", "2", "--autotune-confirm-pairs", "-1", "true"],
+     "--autotune-confirm-pairs must be in [0, 1000000]"),
+    (["-np", "2", "--autotune-confirm-pairs", "1.5", "true"], "expected an integer, not '1.5'"),
     (["-np", "2", "--log-level", "loud", "true"], "expected one of trace, debug"),
     (["-np", "2", "--tcp", "--mpi", "true"], "not allowed with argument"),
     (["-np", "2", "-H", "a:1", "--hostfile", "f", "true"], "not allowed with argument"),

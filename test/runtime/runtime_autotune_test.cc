@@ -1,12 +1,16 @@
 // ZEN_AUTOTUNE over real ranks (in-process threads): rank 0 scores points and sends each to
 // every rank in a plan, all ranks switch at the same plan (their stats agree), results stay
-// exact throughout, and the CSV log holds the points scored and the best of them.
+// exact throughout, and the CSV log holds the points scored, the confirmation of the best
+// against the configured values when it ran, and the point kept.
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "test/runtime/fork_ranks.h"
 #include "test/runtime/runtime_test_util.h"
@@ -16,7 +20,9 @@ namespace {
 
 constexpr int kRanks = 3;
 constexpr int kTensors = 4;
-constexpr int kSteps = 80;  // enough for the budgets below, with room for the switches
+constexpr int kSteps = 120;       // enough for the budgets below, with room for the switches
+constexpr int kConfirmPairs = 3;  // ZEN_AUTOTUNE_CONFIRM_PAIRS' default
+const TunedParameters kConfigured{int64_t{128} << 20, 1.0};  // the defaults
 
 struct Row {
   std::string point;
@@ -47,11 +53,17 @@ std::vector<Row> readLog(const std::string& path, std::string* header) {
 }
 
 // kSteps steps of kTensors dense allreduces of different sizes, each checked exactly; the
-// first failure as text, empty when all were right.
-std::string rankSteps(Runtime& rt) {
+// first failure as text, empty when all were right. slowConfigured: a step sleeps 20 ms while
+// the configured values are in effect, so that they lose the search and its best point must
+// be confirmed against them.
+std::string rankSteps(Runtime& rt, bool slowConfigured = false) {
   const int r = rt.rank();
   const int n = rt.size();
   for (int step = 0; step < kSteps; ++step) {
+    if (slowConfigured) {
+      const std::optional<TunedParameters> p = rt.stats().tunedParameters;
+      if (!p || *p == kConfigured) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
     std::vector<std::vector<float>> data;
     std::vector<TensorOp> ops;
     for (int t = 0; t < kTensors; ++t) {
@@ -79,8 +91,60 @@ std::string rankSteps(Runtime& rt) {
   return "";
 }
 
-void runSteps(Job& job) {
-  job.onEachRank([](int r, Runtime& rt) { EXPECT_EQ(rankSteps(rt), "") << "rank " << r; });
+void runSteps(Job& job, bool slowConfigured = false) {
+  job.onEachRank(
+      [&](int r, Runtime& rt) { EXPECT_EQ(rankSteps(rt, slowConfigured), "") << "rank " << r; });
+}
+
+bool samePoint(const Row& a, const Row& b) {
+  return a.fusionBytes == b.fusionBytes && a.cycleMs == b.cycleMs;
+}
+
+// The rows after the `points` point rows: when the best scored is not point 0 (the configured
+// values), kConfirmPairs pairs of confirm_candidate / confirm_incumbent rows in the order A B,
+// B A, A B, ..., and confirm_ratio, the median of the pairs' ratios; then best, the point kept
+// (the candidate when the median exceeds 1.01) with its score from the search. *confirmed:
+// whether the confirmation ran.
+void expectTheChoice(const std::vector<Row>& rows, int points, bool* confirmed) {
+  ASSERT_GE(rows.size(), static_cast<size_t>(points + 1)) << "tuning did not finish";
+  const Row* top = &rows[0];
+  for (int i = 0; i < points; ++i) {
+    ASSERT_EQ(rows[i].point, std::to_string(i));
+    if (rows[i].score > top->score) top = &rows[i];
+  }
+  *confirmed = top != &rows[0];
+  const Row* kept = top;
+  if (*confirmed) {
+    ASSERT_EQ(rows.size(), static_cast<size_t>(points + 2 * kConfirmPairs + 2))
+        << "tuning did not finish";
+    std::vector<double> ratios;
+    for (int pair = 0; pair < kConfirmPairs; ++pair) {
+      double candidate = 0;
+      double incumbent = 0;
+      for (int k = 0; k < 2; ++k) {
+        const Row& row = rows[points + 2 * pair + k];
+        const bool isCandidate = (k == 0) == (pair % 2 == 0);
+        EXPECT_EQ(row.point, isCandidate ? "confirm_candidate" : "confirm_incumbent");
+        EXPECT_TRUE(samePoint(row, isCandidate ? *top : rows[0])) << row.point;
+        EXPECT_GT(row.score, 0.0);
+        (isCandidate ? candidate : incumbent) = row.score;
+      }
+      ratios.push_back(candidate / incumbent);
+    }
+    std::sort(ratios.begin(), ratios.end());
+    const double median = ratios[kConfirmPairs / 2];
+    const Row& ratio = rows[points + 2 * kConfirmPairs];
+    EXPECT_EQ(ratio.point, "confirm_ratio");
+    EXPECT_TRUE(samePoint(ratio, *top));
+    EXPECT_NEAR(ratio.score, median, 1e-5 * median);  // 6 digits in the log
+    if (ratio.score <= 1.01) kept = &rows[0];
+  } else {
+    ASSERT_EQ(rows.size(), static_cast<size_t>(points + 1)) << "tuning did not finish";
+  }
+  const Row& best = rows.back();
+  EXPECT_EQ(best.point, "best");
+  EXPECT_TRUE(samePoint(best, *kept));
+  EXPECT_EQ(best.score, kept->score);
 }
 
 std::string logPath(const char* name) {
@@ -100,7 +164,9 @@ void expectRanksOnTheBest(Job& job, const Row& best) {
   }
 }
 
-TEST(RuntimeAutotune, RanksSwitchTogetherAndTheLogRecordsTheBestPoint) {
+// The configured values are slowed down (20 ms a step), so the best point scored is another
+// one, and the confirmation runs and keeps it.
+TEST(RuntimeAutotune, RanksSwitchTogetherAndTheLogRecordsTheConfirmedPoint) {
   const std::string path = logPath("autotune");
   const int points = 7;  // the configured values, Horovod's 4 seeds, 2 proposals
   Job job(kRanks, testConfig({{"ZEN_AUTOTUNE", "1"},
@@ -109,34 +175,36 @@ TEST(RuntimeAutotune, RanksSwitchTogetherAndTheLogRecordsTheBestPoint) {
                               {"ZEN_AUTOTUNE_STEPS_PER_SAMPLE", "2"},
                               {"ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", std::to_string(points)}}));
   ASSERT_EQ(job.size(), kRanks);
-  runSteps(job);
+  runSteps(job, /*slowConfigured=*/true);
 
   std::string header;
   const std::vector<Row> rows = readLog(path, &header);
   EXPECT_EQ(header, "point,fusion_threshold_bytes,cycle_time_ms,bytes_per_second");
-  ASSERT_EQ(rows.size(), static_cast<size_t>(points + 1)) << "tuning did not finish";
+  ASSERT_GE(rows.size(), static_cast<size_t>(points + 1)) << "tuning did not finish";
   // The configured values first (Horovod's defaults), then other points.
   EXPECT_EQ(rows[0].point, "0");
-  EXPECT_EQ(rows[0].fusionBytes, int64_t{128} << 20);
-  EXPECT_EQ(rows[0].cycleMs, 1.0);
+  EXPECT_EQ(rows[0].fusionBytes, kConfigured.fusionThresholdBytes);
+  EXPECT_EQ(rows[0].cycleMs, kConfigured.cycleTimeMs);
   std::set<std::pair<int64_t, double>> distinct;
-  const Row* top = &rows[0];
   for (int i = 0; i < points; ++i) {
-    EXPECT_EQ(rows[i].point, std::to_string(i));
     EXPECT_GT(rows[i].score, 0.0) << "point " << i;
     distinct.insert({rows[i].fusionBytes, rows[i].cycleMs});
-    if (rows[i].score > top->score) top = &rows[i];
   }
   EXPECT_EQ(distinct.size(), static_cast<size_t>(points));
+  bool confirmed = false;
+  expectTheChoice(rows, points, &confirmed);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
+  ASSERT_TRUE(confirmed) << "the slowed configured values scored best";
   const Row& best = rows.back();
-  EXPECT_EQ(best.point, "best");
-  EXPECT_EQ(best.fusionBytes, top->fusionBytes);
-  EXPECT_EQ(best.cycleMs, top->cycleMs);
+  EXPECT_FALSE(samePoint(best, rows[0])) << "the confirmation kept the slowed configured values";
   expectRanksOnTheBest(job, best);
-  // One plan per point after the first, and one more for the best unless it was the last.
+  // One plan per point after the first; one to the candidate unless it was the last point; one
+  // per pair (A B, B A, A B: a switch inside each); one to the point kept, the candidate, as
+  // the last pair ends on the incumbent.
+  const bool candidateWasLast = samePoint(best, rows[points - 1]);
   const RuntimeStats s = job.rank(0).stats();
-  EXPECT_GE(s.parameterUpdates, static_cast<uint64_t>(points - 1));
-  EXPECT_LE(s.parameterUpdates, static_cast<uint64_t>(points));
+  EXPECT_EQ(s.parameterUpdates,
+            static_cast<uint64_t>(points - 1 + (candidateWasLast ? 0 : 1) + kConfirmPairs + 1));
   std::remove(path.c_str());
 }
 
@@ -153,7 +221,9 @@ TEST(RuntimeAutotune, AKnobSetExplicitlyStaysFixed) {
   runSteps(job);
   std::string header;
   const std::vector<Row> rows = readLog(path, &header);
-  ASSERT_EQ(rows.size(), 4u) << "tuning did not finish";
+  bool confirmed = false;
+  expectTheChoice(rows, 3, &confirmed);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   std::set<int64_t> thresholds;
   for (const Row& row : rows) {
     EXPECT_EQ(row.cycleMs, 2.0) << row.point;
@@ -193,7 +263,9 @@ TEST(RuntimeAutotune, ForkedTcpRanksSwitchTogether) {
   for (int r = 0; r < kRanks; ++r) EXPECT_EQ(ends[r].exitCode, 0) << "rank " << r;
   std::string header;
   const std::vector<Row> rows = readLog(path, &header);
-  ASSERT_EQ(rows.size(), 4u) << "tuning did not finish";
+  bool confirmed = false;
+  expectTheChoice(rows, 3, &confirmed);
+  ASSERT_FALSE(::testing::Test::HasFatalFailure());
   std::string first;
   for (int r = 0; r < kRanks; ++r) {
     std::ifstream in(ranksAt + "." + std::to_string(r));

@@ -33,6 +33,7 @@ ZEN_HASH_FUNCTIONS
 ZEN_HASH_MEMORY_FACTOR ZEN_SEED ZEN_THREADS
 ZEN_AUTOTUNE ZEN_AUTOTUNE_LOG ZEN_AUTOTUNE_WARMUP_SAMPLES ZEN_AUTOTUNE_STEPS_PER_SAMPLE
 ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE
+ZEN_AUTOTUNE_CONFIRM_PAIRS
 """.split())
 
 # Set per rank (or per job) by zenrun; stale values inherited from the caller's
@@ -205,6 +206,11 @@ def build_parser():
                       type=_number("--autotune-gaussian-process-noise", lo=1e-6, hi=1e6),
                       help="the Gaussian process' noise -> "
                       "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE (default 0.8)")
+    tune.add_argument("--autotune-confirm-pairs", metavar="N",
+                      type=_number("--autotune-confirm-pairs", lo=0, hi=1000000, integer=True),
+                      help="pairs of samples (best point, configured values) that must confirm "
+                      "the best before it is kept; 0 keeps the best score as Horovod -> "
+                      "ZEN_AUTOTUNE_CONFIRM_PAIRS (default 3)")
 
     launch = p.add_argument_group("launcher")
     launch.add_argument("--start-timeout", metavar="S",
@@ -307,7 +313,8 @@ def knob_env(args):
                        ("autotune_steps_per_sample", "ZEN_AUTOTUNE_STEPS_PER_SAMPLE"),
                        ("autotune_bayes_opt_max_samples", "ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"),
                        ("autotune_gaussian_process_noise",
-                        "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE")):
+                        "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE"),
+                       ("autotune_confirm_pairs", "ZEN_AUTOTUNE_CONFIRM_PAIRS")):
         value = getattr(args, flag)
         if value is not None:
             env[name] = value if isinstance(value, str) else _num_text(value)
