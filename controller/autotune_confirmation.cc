@@ -3,6 +3,7 @@
 
 #include "controller/autotune_confirmation.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "controller/median.h"
@@ -51,7 +52,9 @@ double AutotuneConfirmation::medianRatio() const {
 }
 
 const TunedParameters& AutotuneConfirmation::kept() const {
-  return medianRatio() > 1 + kConfirmMargin ? candidate_ : incumbent_;
+  const std::vector<double> r = ratios();
+  const bool everyPair = std::all_of(r.begin(), r.end(), [](double x) { return x > 1; });
+  return everyPair && median(r) > 1 + kConfirmMargin ? candidate_ : incumbent_;
 }
 
 }  // namespace zen::controller

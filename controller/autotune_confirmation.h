@@ -3,8 +3,12 @@
 // The autotuner's confirmation (Zen's own; Horovod has none), after the search
 // (controller/parameter_manager.h): the search's best point (the candidate) against the
 // configured values (the incumbent) in `pairs` pairs of ordinary samples, one of each point
-// back to back. The candidate is kept only if the median of the pairs' ratios
-// score(candidate) / score(incumbent) exceeds 1 + kConfirmMargin; else the incumbent is.
+// back to back. The candidate is kept only if it wins every pair (ratio
+// score(candidate) / score(incumbent) > 1) and the median ratio exceeds 1 + kConfirmMargin;
+// else the incumbent is. Every pair, because a pair's noise is itself several percent: on the
+// word-level LM a candidate that runs the very same buckets as the configured values (any
+// fusion threshold above the model's 8 MB) scored 1.02, 0.95 and 1.47 in its pairs, and the
+// median alone kept it; a candidate with no real effect wins all of 3 pairs 1 time in 8.
 //
 // Why: the score of one point drifts within a run (warm caches, the allocator, the machine) by
 // up to 2x, more than the knobs' effect (5-9 %; docs/BENCHMARKS.md "Autotune"), and the search
@@ -54,7 +58,8 @@ class AutotuneConfirmation {
   const std::vector<std::pair<TunedParameters, double>>& samples() const { return samples_; }
   // score(candidate) / score(incumbent) of each complete pair, in order.
   std::vector<double> ratios() const;
-  // complete() only: the median of ratios(), and the point kept.
+  // complete() only: the median of ratios(), and the point kept: the candidate when every
+  // ratio exceeds 1 and the median 1 + kConfirmMargin.
   double medianRatio() const;
   const TunedParameters& kept() const;
 
