@@ -16,8 +16,8 @@
 //      candidate; after each switch, kSettleSamples samples are discarded first, so a switch's
 //      tail never counts against the second point of a pair); the candidate is kept only if it
 //      wins every pair and the median of the pairs' ratios score(candidate) / score(incumbent)
-//      exceeds 1 + kConfirmMargin, else the incumbent is. confirmPairs 0: the best point scored is kept directly (Horovod's
-//      choice). Tuning stops.
+//      exceeds 1 + kConfirmMargin, else the incumbent is. confirmPairs 0: the best point scored is
+//      kept directly (Horovod's choice). Tuning stops.
 //
 // A sample runs from the moment a point is in effect on every rank (applied()) until some
 // tensor name has been planned stepsPerSample times more (a training step posts each name
