@@ -90,23 +90,33 @@ void forEachPositionIndex(
   batcher.finish();
 }
 
-// dense[idx[i]] = row i of `rows` for i < n (rows of rowBytes, back to back). The common
-// small rows get fixed-size copies: a memcpy of a run-time size is a call per row.
-inline void copyRowsTo(
-    std::byte* dense, const uint64_t* idx, const std::byte* rows, size_t n, size_t rowBytes) {
-  auto copy = [&](auto bytes) {
-    for (size_t i = 0; i < n; ++i) std::memcpy(dense + idx[i] * bytes, rows + i * bytes, bytes);
-  };
+// fn(bytes) with `bytes` a std::integral_constant for the common small row sizes (one to
+// eight 16- or 32-bit elements), else the size_t itself: a memcpy of a compile-time size is
+// a few moves inline, of a run-time size a call per row.
+template <typename Fn>
+void withRowBytes(size_t rowBytes, Fn&& fn) {
   switch (rowBytes) {
     case 2:
-      return copy(std::integral_constant<size_t, 2>{});
+      return fn(std::integral_constant<size_t, 2>{});
     case 4:
-      return copy(std::integral_constant<size_t, 4>{});
+      return fn(std::integral_constant<size_t, 4>{});
     case 8:
-      return copy(std::integral_constant<size_t, 8>{});
+      return fn(std::integral_constant<size_t, 8>{});
+    case 16:
+      return fn(std::integral_constant<size_t, 16>{});
+    case 32:
+      return fn(std::integral_constant<size_t, 32>{});
     default:
-      return copy(rowBytes);
+      return fn(rowBytes);
   }
+}
+
+// dense[idx[i]] = row i of `rows` for i < n (rows of rowBytes, back to back).
+inline void copyRowsTo(
+    std::byte* dense, const uint64_t* idx, const std::byte* rows, size_t n, size_t rowBytes) {
+  withRowBytes(rowBytes, [&](auto bytes) {
+    for (size_t i = 0; i < n; ++i) std::memcpy(dense + idx[i] * bytes, rows + i * bytes, bytes);
+  });
 }
 
 }  // namespace zen

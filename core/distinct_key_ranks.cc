@@ -1,10 +1,35 @@
 // Ranks of distinct keys by counting (see distinct_key_ranks.h).
 //
 // Steps: zero bound / 64 words; set bit k for every key k, refusing a key out of range or
-// already set; one prefix pass writes each word's count of keys before it.
+// already set; one prefix pass writes each word's count of keys before it. The loops that
+// count bits (the prefix pass here, forEachRank in the header) are compiled twice, with the
+// software count and with popcnt (core/popcount.h): without the instruction, the counts
+// are most of the work.
 #include "core/distinct_key_ranks.h"
 
 namespace zen {
+namespace {
+
+using Word = DistinctKeyRanks::Word;
+
+template <typename Popcount>
+inline __attribute__((always_inline)) void prefixCounts(Word* words, size_t n) {
+  uint64_t before = 0;
+  for (size_t i = 0; i < n; ++i) {
+    words[i].before = before;
+    before += Popcount::count(words[i].bits);
+  }
+}
+
+void prefixSoftware(Word* words, size_t n) {
+  prefixCounts<SoftwarePopcount>(words, n);
+}
+
+ZEN_TARGET_POPCNT void prefixHardware(Word* words, size_t n) {
+  prefixCounts<HardwarePopcount>(words, n);
+}
+
+}  // namespace
 
 bool DistinctKeyRanks::worthIt(size_t count, uint64_t bound) {
   return bound / 64 <= kWordsPerKey * static_cast<uint64_t>(count);
@@ -21,10 +46,10 @@ Status DistinctKeyRanks::build(const KeyValue* items, size_t count, uint64_t bou
                   i);
     bits |= bit;
   }
-  uint64_t before = 0;
-  for (Word& w : words_) {
-    w.before = before;
-    before += popcount64(w.bits);
+  if (hardwarePopcount_) {
+    prefixHardware(words_.data(), words_.size());
+  } else {
+    prefixSoftware(words_.data(), words_.size());
   }
   return Status::ok();
 }

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/popcount.h"
 #include "core/radix_sort.h"
 #include "core/status.h"
 
@@ -16,9 +17,14 @@ namespace zen {
 // bound / 64 words, against a sort's several passes of scattered 16-byte moves. Memory: 16
 // bytes per 64 keys of the range, so it pays when the keys are not much sparser than that
 // (worthIt); the zen scheme's sparse decode uses it, its indices being distinct by
-// construction. Keep one object across calls to reuse the memory.
+// construction. Keep one object across calls to reuse the memory. The bit counts of build
+// and forEachRank use the popcnt instruction where the CPU has it (chosen at construction).
 class DistinctKeyRanks {
  public:
+  // hardwarePopcount false forces the software count (tests compare the two).
+  explicit DistinctKeyRanks(bool hardwarePopcount = cpuHasPopcount())
+      : hardwarePopcount_(hardwarePopcount) {}
+
   // True when the table (bound / 64 words) is at most kWordsPerKey words per key.
   static bool worthIt(size_t count, uint64_t bound);
 
@@ -27,21 +33,18 @@ class DistinctKeyRanks {
   Status build(const KeyValue* items, size_t count, uint64_t bound);
 
   // Position of `key`, one of the built keys, among them in ascending order.
-  uint64_t rankOf(uint64_t key) const {
-    const Word& w = words_[key >> 6];
-    return w.before + popcount64(w.bits & ((uint64_t{1} << (key & 63)) - 1));
-  }
+  uint64_t rankOf(uint64_t key) const { return rankOf<SoftwarePopcount>(words_.data(), key); }
 
- private:
-  static constexpr uint64_t kWordsPerKey = 4;
-
-  // The baseline ISA has no popcnt instruction, and __builtin_popcountll becomes a libgcc
-  // call there: a branch-free bit count inline instead.
-  static uint64_t popcount64(uint64_t x) {
-    x = x - ((x >> 1) & 0x5555555555555555ULL);
-    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
-    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
-    return (x * 0x0101010101010101ULL) >> 56;
+  // fn(i, rankOf(items[i].key)) for i < count, in order: the loop a caller placing every
+  // entry runs, with the popcnt instruction where there is one (fn is inlined into both
+  // versions, so it adds no call per entry and no buffer of ranks).
+  template <typename Fn>
+  void forEachRank(const KeyValue* items, size_t count, Fn&& fn) const {
+    if (hardwarePopcount_) {
+      forEachRankHardware(words_.data(), items, count, fn);
+    } else {
+      forEachRankWith<SoftwarePopcount>(words_.data(), items, count, fn);
+    }
   }
 
   // Bits and the keys before them side by side: one cache line per lookup.
@@ -49,6 +52,33 @@ class DistinctKeyRanks {
     uint64_t bits;
     uint64_t before;
   };
+
+  template <typename Popcount>
+  static uint64_t rankOf(const Word* words, uint64_t key) {
+    const Word& w = words[key >> 6];
+    return w.before + Popcount::count(w.bits & ((uint64_t{1} << (key & 63)) - 1));
+  }
+
+ private:
+  static constexpr uint64_t kWordsPerKey = 4;
+
+  template <typename Popcount, typename Fn>
+  static inline __attribute__((always_inline)) void forEachRankWith(const Word* words,
+                                                                    const KeyValue* items,
+                                                                    size_t count,
+                                                                    Fn& fn) {
+    for (size_t i = 0; i < count; ++i) fn(i, rankOf<Popcount>(words, items[i].key));
+  }
+
+  template <typename Fn>
+  ZEN_TARGET_POPCNT static void forEachRankHardware(const Word* words,
+                                                    const KeyValue* items,
+                                                    size_t count,
+                                                    Fn& fn) {
+    forEachRankWith<HardwarePopcount>(words, items, count, fn);
+  }
+
+  bool hardwarePopcount_;
   std::vector<Word> words_;
 };
 

@@ -237,9 +237,15 @@ Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduc
   out.dtype = f.dtype;
   out.indices.resize(ws.entries.size());
   out.values.resize(ws.entries.size() * rb);
-  auto place = [&](size_t slot, const KeyValue& e) {
-    out.indices[slot] = static_cast<int64_t>(e.key);
-    std::memcpy(out.values.data() + slot * rb, reinterpret_cast<const std::byte*>(e.value), rb);
+  // Rows of the common sizes are copied by fixed-size moves (withRowBytes), not a call each.
+  auto placeAll = [&](auto forEachSlot) {
+    withRowBytes(rb, [&](auto bytes) {
+      forEachSlot([&](size_t k, uint64_t slot) {
+        out.indices[slot] = static_cast<int64_t>(ws.entries[k].key);
+        std::memcpy(out.values.data() + slot * bytes,
+                    reinterpret_cast<const std::byte*>(ws.entries[k].value), bytes);
+      });
+    });
   };
   // Parts own disjoint index sets and no part repeats a position: the indices are distinct
   // and below numRows, so each one's slot can be counted (a repeat would be a bug upstream,
@@ -251,10 +257,13 @@ Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduc
     if (!built.isOk()) {
       return ZEN_ERROR(StatusCode::kInternal, "zen: decoded Pull parts: {}", built.message());
     }
-    for (const KeyValue& e : ws.entries) place(ws.ranks.rankOf(e.key), e);
+    placeAll(
+        [&](auto&& place) { ws.ranks.forEachRank(ws.entries.data(), ws.entries.size(), place); });
   } else {
     radixSortByKey(&ws.entries, &ws.sortScratch);
-    for (size_t k = 0; k < ws.entries.size(); ++k) place(k, ws.entries[k]);
+    placeAll([&](auto&& place) {
+      for (size_t k = 0; k < ws.entries.size(); ++k) place(k, k);
+    });
   }
   result->stats.outputNnz = out.nnz();
   return Status::ok();

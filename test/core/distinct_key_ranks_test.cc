@@ -78,6 +78,43 @@ TEST(DistinctKeyRanks, RefusesRepeatsAndKeysOutOfRange) {
       << s.message();
 }
 
+// forEachRank with the popcnt instruction (where this CPU has it) and with the software count must
+// both equal rankOf, on random keys and on every key of a full range.
+TEST(DistinctKeyRanks, ForEachRankMatchesRankOfWithEitherCount) {
+  uint64_t seed = 100;
+  for (uint64_t bound : {1, 64, 65, 1000, 1'444'000}) {
+    for (size_t count : {size_t{1}, size_t{9}, static_cast<size_t>(bound / 7 + 1),
+                         static_cast<size_t>(std::min<uint64_t>(bound, 20'000))}) {
+      if (count > bound) continue;
+      SCOPED_TRACE(testing::Message() << "bound " << bound << ", count " << count);
+      const std::vector<KeyValue> items = distinctKeys(count, bound, seed++);
+      std::vector<uint64_t> expected(count);
+      for (bool hardware : {true, false}) {
+        if (hardware && !cpuHasPopcount()) continue;
+        DistinctKeyRanks ranks(hardware);
+        ASSERT_TRUE(ranks.build(items.data(), items.size(), bound).isOk());
+        std::vector<uint64_t> got(count, ~uint64_t{0});
+        size_t next = 0;
+        ranks.forEachRank(items.data(), items.size(), [&](size_t i, uint64_t rank) {
+          ASSERT_EQ(i, next++);
+          got[i] = rank;
+        });
+        EXPECT_EQ(next, count);
+        for (size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(got[i], ranks.rankOf(items[i].key))
+              << "hardware " << hardware << ", key " << items[i].key;
+        }
+        if (hardware) {
+          expected = got;
+        } else if (cpuHasPopcount()) {
+          EXPECT_EQ(got, expected);
+        }
+      }
+      expectRanksLikeSort(items, bound);
+    }
+  }
+}
+
 TEST(DistinctKeyRanks, WorthItOnlyWhenTheTableIsSmall) {
   EXPECT_TRUE(DistinctKeyRanks::worthIt(40'000, 10'000'000));   // 156,250 words, 3.9 per key
   EXPECT_FALSE(DistinctKeyRanks::worthIt(30'000, 10'000'000));  // 5.2 words per key
