@@ -71,7 +71,8 @@ def main():
     p.add_argument("--wait-pending-step", type=int, action="append", default=[])
     args = p.parse_args()
     hvd.init()
-    step = hvd.broadcast_object(0, 0, name="start")
+    # The same name as after a reset: a new worker's first sync meets the survivors' one.
+    step = hvd.broadcast_object(0, 0, name="sync")
     resets = 0
     while step < args.steps:
         try:
@@ -83,7 +84,7 @@ def main():
             print(f"RESET at step {step}: {type(e).__name__}", flush=True)
             hvd.shutdown()
             hvd.init()
-            step = hvd.broadcast_object(step, 0, name=f"sync.{resets}")
+            step = hvd.broadcast_object(step, 0, name="sync")
     print(f"DONE worker {worker_number()} rank {hvd.rank()} size {hvd.size()}", flush=True)
     return 0
 

@@ -203,7 +203,10 @@ class ElasticDriver(Supervisor):
     def on_exit(self, member, code):
         w = self.workers[member]
         state, w.state = w.state, "exited"
-        self.rounds.retire(w.id, "it exited")
+        failed = not (self.stopping or state in (STOPPING, LEAVING) or
+                      (code == 0 and state == LIVE) or self.finishing)
+        if not failed:
+            self.rounds.retire(w.id, "it exited")
         if self.stopping or state in (STOPPING, LEAVING):
             return
         if code == 0 and state == LIVE:
@@ -218,8 +221,8 @@ class ElasticDriver(Supervisor):
         how = "did not start in time" if state == NO_START else _how(code)
         self.output.message(f"worker {w.index} ({w.id}) {how}; the others continue")
         self._blacklist(w.host, f"worker {w.index} failed there")
-        added = self._fill()
-        self.rounds.record(removed_only=added == 0)
+        added = self._fill()  # the replacements are in the next round: it waits for them
+        self.rounds.change([w.id], removed_only=added == 0, why="it exited")
         self._check_possible(time.monotonic())
 
     def on_event(self, event):
@@ -258,17 +261,16 @@ class ElasticDriver(Supervisor):
         self.output.message(f"hosts now {hostlib.format_hosts(hosts) or 'none'}")
         self._set_hosts(hosts)
         slots = {h.name: h.slots for h in hosts}
-        removed = 0
+        removed = []
         for m, w in self.workers.items():
             if w.state == LIVE and w.slot >= slots.get(w.host, 0):
                 w.state = LEAVING
-                removed += 1
-                self.rounds.retire(w.id, "its host was removed")
+                removed.append(w.id)
                 if self.last_round is None or w.id not in self.last_round.members:
                     self.stop(m)  # in no round: nothing to leave cleanly
         added = self._fill()
         if removed or added:
-            self.rounds.record(removed_only=added == 0)
+            self.rounds.change(removed, removed_only=added == 0, why="its host was removed")
         self._check_possible(time.monotonic())
 
     # -- the end -------------------------------------------------------------------------

@@ -128,24 +128,32 @@ class Rounds:
     def retire(self, worker_id, why="it is no longer part of the job"):
         """The worker is not live any more (exited, being stopped, its host removed); a join
         of it from now on is told to exit."""
-        with self._cond:
-            w = self._workers.get(worker_id)
-            if w is None or not w.live:
-                return
-            w.live = False
-            join = self._waiting.pop(worker_id, None)
-            if join is not None:
-                join.reply = {"exit": f"worker {worker_id}: {why}"}
-            if self._forming is not None and worker_id in self._forming.members:
-                self._cancel_forming()
-            self._try_form()
-            self._cond.notify_all()
+        self.change([worker_id], None, why)
 
     def record(self, removed_only):
-        """Records a membership change; returns its generation."""
+        """Records a membership change (workers added before); returns its generation."""
+        return self.change([], removed_only)
+
+    def change(self, retired, removed_only, why="it is no longer part of the job"):
+        """Retires the workers `retired` and, unless removed_only is None, records the change
+        as a generation, at once: a round must not form on the old generation in between (it
+        would see the update at once and reset again). Returns the current generation."""
         with self._cond:
-            self._generation += 1
-            self._changes.append((self._generation, bool(removed_only)))
+            for worker_id in retired:
+                w = self._workers.get(worker_id)
+                if w is None or not w.live:
+                    continue
+                w.live = False
+                join = self._waiting.pop(worker_id, None)
+                if join is not None:
+                    join.reply = {"exit": f"worker {worker_id}: {why}"}
+                if self._forming is not None and worker_id in self._forming.members:
+                    self._cancel_forming()
+            if removed_only is not None:
+                self._generation += 1
+                self._changes.append((self._generation, bool(removed_only)))
+            self._try_form()
+            self._cond.notify_all()
             return self._generation
 
     def finish(self, message):
