@@ -40,6 +40,7 @@ def worker_number():
 def one_step(step, args):
     update = elastic_rendezvous.pending_update() if hvd.rank() == 0 else None
     if hvd.rank() == 0 and step in args.wait_pending_step:
+        args.wait_pending_step.remove(step)  # once: after the reset, step K runs normally
         deadline = time.monotonic() + 60
         while update is None and time.monotonic() < deadline:
             time.sleep(0.1)

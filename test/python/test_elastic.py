@@ -135,8 +135,9 @@ def test_discovery_scales_up_then_down(zen_torch, tmp_path):
         if m and m.group(2) == "STEP":
             r = json.loads(m.group(3))
             text = changes.pop(r["step"], None) if r["rank"] == 0 else None
-            if text is not None:
-                hosts.write_text(text)
+            if text is not None:  # atomically: the script never reads half a file
+                (tmp_path / "hosts.new").write_text(text)
+                os.replace(tmp_path / "hosts.new", hosts)
 
     # Rank 0 waits at steps 4 and 9 until the change is pending: the new round lands there.
     code, out, err = zenrun(["-np", "2", "--min-np", "2", "--max-np", "3",
@@ -152,7 +153,8 @@ def test_discovery_scales_up_then_down(zen_torch, tmp_path):
     assert "RESET at step 4: _Interrupt" in out and "RESET at step 9: _Interrupt" in out
     assert re.search(r"round 2 \(generation 2\): 3 workers", err), err
     assert re.search(r"round 3 \(generation 3\): 2 workers, ranks 0\.\.1 = workers 0,1", err), err
-    assert "worker 2 is no longer part of the job" in out + err
+    # The removed worker was told to leave (exit 0) at its next join.
+    assert re.search(r"\[2\]<stderr>:zen elastic: worker 127.0.0.2/0/2", err), err
 
 
 def test_below_min_np_fails_at_once_with_fixed_hosts(zen_torch, tmp_path):
