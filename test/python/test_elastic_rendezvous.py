@@ -173,6 +173,23 @@ def test_elastic_timeout_forms_without_laggards_when_min_np_joined(book_factory)
     assert "no longer part" in request(b.server.port, "join", "w1")["exit"]
 
 
+def test_new_workers_alone_start_the_timeout_once_the_last_round_is_gone(book_factory):
+    b = book_factory(min_np=1, timeout=0.5)
+    b.add("w0")
+    join_all(b.server.port, ["w0"])
+    b.add("w1", order=(0, 1))  # while w0 trains, a new worker waits without a timeout
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", request(b.server.port, "join", "w1")))
+    t.start()
+    time.sleep(1.0)
+    assert "r" not in out and b.events.get_nowait()[0] == "formed"
+    b.add("w2", order=(0, 2))
+    b.rounds.change(["w0"], removed_only=False)  # w0 died: the timeout runs from here
+    t.join(WAIT)
+    assert out["r"]["placement"]["size"] == 1, out
+    assert b.event("stop") == ["w2"]
+
+
 def test_elastic_timeout_fails_the_job_below_min_np(book_factory):
     b = book_factory(min_np=3, timeout=0.5)
     for i in range(3):
