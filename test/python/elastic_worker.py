@@ -82,7 +82,9 @@ def main():
             time.sleep(args.delay)
         except (hvd.HorovodInternalError, _Interrupt) as e:
             resets += 1
-            print(f"RESET at step {step}: {type(e).__name__}", flush=True)
+            # An update as (generation, removed_only).
+            what = f" {e.args[0]}" if isinstance(e, _Interrupt) else ""
+            print(f"RESET at step {step}: {type(e).__name__}{what}", flush=True)
             hvd.shutdown()
             hvd.init()
             step = hvd.broadcast_object(step, 0, name="sync")

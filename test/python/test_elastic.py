@@ -149,8 +149,10 @@ def test_discovery_scales_up_then_down(zen_torch, tmp_path):
                        [[0, 1]] * 4 + [[0, 1, 2]] * 5 + [[0, 1]] * 3)
     assert sorted(done) == [0, 1], done
     assert "hosts now 127.0.0.1:2,127.0.0.2:1" in err and "hosts now 127.0.0.1:2\n" in err, err
-    # The scale-up was an addition, the scale-down a removal only (skip_sync).
-    assert "RESET at step 4: _Interrupt" in out and "RESET at step 9: _Interrupt" in out
+    # Every rank saw the updates at the same commit: the scale-up an addition (generation 2),
+    # the scale-down a removal only (generation 3, Horovod's skip_sync).
+    assert out.count("RESET at step 4: _Interrupt (2, False)") == 2, out
+    assert out.count("RESET at step 9: _Interrupt (3, True)") == 3, out
     assert re.search(r"round 2 \(generation 2\): 3 workers", err), err
     assert re.search(r"round 3 \(generation 3\): 2 workers, ranks 0\.\.1 = workers 0,1", err), err
     # The removed worker was told to leave (exit 0) at its next join.

@@ -10,9 +10,9 @@ generation after g exists.
 Rounds. A worker joins after every (re)start of its library. A round forms when every live
 worker (started, not exited, not being stopped) has joined and there are at least min_np of
 them. The elastic timeout runs from the first join of a worker that was in a round before
-(or any join when no worker of the latest round is left): when it passes, the round forms with the workers that
-joined if they are at least min_np (the others are stopped: notify("stop", ids)), else the
-job fails (notify("fail", message)). A brand-new worker alone waits as long as the running
+(or any join when no worker of the latest round is left): when it passes, the round forms
+with the workers that joined if they are at least min_np (the others are stopped:
+notify("stop", ids)), else the job fails (notify("fail", message)). A brand-new worker alone waits as long as the running
 round trains: the others join when they see the update at their next commit.
 
 Rank order in a round: the workers of earlier rounds keep their relative order (so rank 0
