@@ -92,11 +92,17 @@ def zen_torch():
 
 
 def test_killed_worker_survivors_finish_with_size_2(zen_torch, tmp_path):
-    code, out, err = zenrun(["-np", "3", "--min-np", "2", "--max-np", "3"],
+    logs = tmp_path / "logs"
+    code, out, err = zenrun(["-np", "3", "--min-np", "2", "--max-np", "3", "--output-filename",
+                             str(logs)],
                             ["--steps", "10", "--die-worker", "1", "--die-step", "4",
                              "--marker-dir", str(tmp_path)])
     assert code == 0, out[-3000:] + err[-3000:]
     done = check_steps(out, [3] * 4 + [2] * 6, [[0, 1, 2]] * 4 + [[0, 2]] * 6)
+    # --output-filename: one folder per worker (its number), its lines unprefixed.
+    assert sorted(os.listdir(logs)) == ["rank.0", "rank.1", "rank.2"]
+    assert (logs / "rank.1" / "stdout").read_text().startswith("STEP ")
+    assert "DYING worker 1 at step 4" in (logs / "rank.1" / "stdout").read_text()
     assert sorted(done) == [0, 2] and all("size 2" in d for d in done.values()), done
     assert "worker 1 (localhost/1/1) exited with code 1; the others continue" in err, err
     assert "host localhost blacklisted" in err, err

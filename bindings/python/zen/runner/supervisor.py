@@ -195,6 +195,7 @@ class Supervisor:
             for m in self.running():
                 if m.kill_at is not None and now >= m.kill_at and not self.killed:
                     m.send(signal.SIGKILL)
+                    m.kill_at = float("inf")  # once
             if self.stopping and not self.killed and now >= self.kill_at:
                 self.kill_all()
             if not self.stopping:
