@@ -279,5 +279,49 @@ def sampler_sync_merges_recorded_indices():
     assert left == set(dataset) - merged and len(sampler) == -(-len(left) // hvd.size())
 
 
+def simulated_samplers(length, n, state=None):
+    """n samplers of simulated ranks 0..n-1 (the sampler module's rank() and size() replaced
+    while each is made: re-sharding is arithmetic, the same in a real job), epoch 1, from
+    state when given."""
+    from zen.torch.elastic import sampler as module
+    samplers = []
+    for r in range(n):
+        module.rank, module.size = (lambda r=r: r), (lambda: n)
+        sampler = hvd.elastic.ElasticSampler(list(range(length)), shuffle=True, seed=4)
+        sampler.set_epoch(1)
+        if state is not None:
+            sampler.load_state_dict(state)
+        samplers.append(sampler)
+    return samplers
+
+
+@check
+def sampler_resharding_covers_epoch_across_size_change():
+    """n ranks process 2 batches and record them (record_batch: every rank's), one survivor's
+    state then goes to m ranks, which finish the epoch: every index is processed, once apart
+    from the padding of the last sharding (to a multiple of m)."""
+    from zen.torch.elastic import sampler as module
+    real = module.rank, module.size
+    try:
+        for n, m, length in ((3, 2, 50), (2, 3, 47), (3, 1, 40), (2, 4, 17), (4, 3, 25)):
+            batch = 3
+            before = simulated_samplers(length, n)
+            done = []
+            for sampler in before:
+                done += list(sampler)[:2 * batch]
+                sampler.record_batch(0, batch)
+                sampler.record_batch(1, batch)
+            assert all(s.processed_indices == set(done) for s in before), (n, m, length)
+            after = simulated_samplers(length, m, before[-1].state_dict())
+            for sampler in after:
+                done += list(sampler)
+                assert len(sampler) == len(list(sampler)) == after[0].num_samples
+            assert set(done) == set(range(length)), (n, m, length)
+            padding = after[0].total_size - len(after[0].remaining_indices)
+            assert len(done) == length + padding, (n, m, length, len(done), padding)
+    finally:
+        module.rank, module.size = real
+
+
 if __name__ == "__main__":
     sys.exit(run_checks(hvd, CHECKS, sys.argv[1:]))
