@@ -1,10 +1,11 @@
-"""zen.torch.elastic end to end: elastic_train.py (torch training whose result does not depend
-on the number of ranks) in real elastic zenrun jobs, where a worker dies or a worker joins,
-against the same training in one process without zen (elastic_train.py --reference).
+"""Elastic training end to end: elastic_train.py (zen.torch.elastic) and
+elastic_keras_train.py (zen.tensorflow.keras.elastic), training whose result does not depend on
+the number of ranks, in real elastic zenrun jobs where a worker dies or a worker joins, against
+the same training in one process without zen (--reference).
 
 Run: /usr/bin/python3 -m pytest -q test/python/test_elastic_training.py (after
-tools/build-python; CTest: python_elastic_training). Every launch is bounded by a timeout; the
-daemon's ZEN_TIMEOUT bounds a survivor's wait on a dead peer.
+tools/build-python and tools/build-tf; CTest: python_elastic_training). Every launch is bounded
+by a timeout; the daemon's ZEN_TIMEOUT bounds a survivor's wait on a dead peer.
 """
 
 import json
@@ -15,23 +16,25 @@ import threading
 
 import pytest
 
-from rank_jobs import HERE, TORCH_PYTHON, ZENRUN, environment, require_zen_torch
+from rank_jobs import (HERE, TF_ENV, TF_PYTHON, TORCH_PYTHON, ZENRUN, environment,
+                       require_zen_tensorflow, require_zen_torch)
 
 require_zen_torch()
 
 SCRIPT = os.path.join(HERE, "elastic_train.py")
+KERAS_SCRIPT = os.path.join(HERE, "elastic_keras_train.py")
 PARAMS = re.compile(r"^\[(\d+)\]<stdout>:PARAMS (.*)$")
 ENV = {"ZEN_TIMEOUT": "20", "ZEN_THREADS": "1", "OMP_NUM_THREADS": "1",
        "ZEN_STALL_CHECK_TIME_SECONDS": "5", "ZEN_STALL_SHUTDOWN_TIME_SECONDS": "20"}
 TOLERANCE = 1e-12  # the ranks sum a global batch's gradient in another order than one process
 
 
-def launch(flags, args, on_line=None, timeout=240):
-    """zenrun FLAGS python elastic_train.py ARGS, on_line(line) called on each stdout line as it
-    comes; (exit code, stdout, stderr)."""
-    proc = subprocess.Popen([ZENRUN] + flags + [TORCH_PYTHON, SCRIPT] + args,
+def launch(flags, args, on_line=None, timeout=240, program=(TORCH_PYTHON, SCRIPT), env=()):
+    """zenrun FLAGS program ARGS, on_line(line) called on each stdout line as it comes; (exit
+    code, stdout, stderr)."""
+    proc = subprocess.Popen([ZENRUN] + flags + list(program) + args,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=environment(ENV), cwd=HERE)
+                            env=environment(dict(ENV, **dict(env))), cwd=HERE)
     out, err = [], []
 
     def read(pipe, into, callback):
@@ -56,13 +59,17 @@ def launch(flags, args, on_line=None, timeout=240):
     return proc.returncode, "".join(out), "".join(err)
 
 
-@pytest.fixture(scope="module")
-def reference():
+def run_reference(program, env=()):
     """The parameters of one process's training, without zen."""
-    r = subprocess.run([TORCH_PYTHON, SCRIPT, "--reference"], capture_output=True, text=True,
-                       timeout=120, env=environment())
+    r = subprocess.run(list(program) + ["--reference"], capture_output=True, text=True,
+                       timeout=120, env=environment(env))
     assert r.returncode == 0, r.stderr
     return [float.fromhex(v) for v in json.loads(r.stdout.split("PARAMS ", 1)[1])["params"]]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return run_reference((TORCH_PYTHON, SCRIPT))
 
 
 def final_reports(code, out, err):
@@ -127,3 +134,20 @@ def test_worker_joins_and_gets_the_state_by_sync(reference, tmp_path):
     assert steps == {0: 16, 1: 16, 2: 12}, steps  # the new worker from step 5 on
     assert "RESET 3" in out
     assert_matches_reference(reports, reference)
+
+
+def test_keras_worker_dies_mid_epoch(tmp_path):
+    """Keras fit with KerasState and the elastic callbacks (commit every 2 batches): worker 1
+    exits 1 before global step 4 of 12, while the others commit; the survivors restore, rejoin
+    as 2 ranks, fit the rest of the epoch and end with one process's weights."""
+    require_zen_tensorflow()
+    program = (TF_PYTHON, KERAS_SCRIPT)
+    want = run_reference(program, TF_ENV)
+    code, out, err = launch(["-np", "3", "--min-np", "2", "--max-np", "3"],
+                            ["--die-worker", "1", "--die-step", "4",
+                             "--marker-dir", str(tmp_path)], program=program, env=TF_ENV)
+    reports = final_reports(code, out, err)
+    assert sorted(r["worker"] for r in reports.values()) == [0, 2], reports
+    assert all(r["size"] == 2 for r in reports.values()), reports
+    assert "RESET 2" in out
+    assert_matches_reference(reports, want)
