@@ -58,15 +58,15 @@ def fail_everywhere(name):
 def keras_state_save_restore_sync():
     """TensorFlowKerasState / KerasState: commit saves weights, optimizer slots and objects;
     restore undoes later changes; sync makes rank 0's everyone's, a worker whose optimizer is
-    not built yet included."""
+    not built yet included (the state builds it)."""
     x, y = data()
     model = new_model(10 + hvd.rank())
     model.compile(optimizer=keras.optimizers.SGD(0.01, momentum=0.9), loss="mse")
     if hvd.rank() == 0:  # rank 0 has stepped (slots built), the others have not
         model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0)
     state = hvd.elastic.KerasState(model, epoch=2, seen=[hvd.rank()])
-    state.sync()
     assert model.optimizer.built
+    state.sync()
     for i, v in enumerate(model.variables + list(model.optimizer.variables)):
         assert gathered_equal(v, "keras.sync.%d" % i), v.path
     assert state.epoch == 2 and state.seen == [0]
@@ -126,8 +126,9 @@ def tensorflow_state_recovers_in_run():
 def keras_fit_recovers_with_callbacks():
     """Keras fit with CommitStateCallback (every 2 batches), UpdateBatchStateCallback,
     UpdateEpochStateCallback and a DistributedOptimizer: a failure in epoch 1 at batch 3
-    (the commit at its batch 2) resumes the epoch from batch 2 through its own fit; the weights
-    end equal to the run without it."""
+    (the commit at its batch 2) resumes the epoch from batch 2 through its own fit, one at
+    epoch 0 batch 1 (no commit yet) starts again; the weights end equal to the run without
+    it."""
     x, y = data()
     epochs = 3
 
@@ -172,6 +173,10 @@ def keras_fit_recovers_with_callbacks():
     assert seen[STEPS:STEPS + 6] == [(1, 0), (1, 1), (1, 2), (1, 3), (1, 2), (1, 3)], seen
     assert all(np.array_equal(a, b) for a, b in zip(got, plain))
     assert all(gathered_equal(w, "keras.final.%d" % i) for i, w in enumerate(got))
+    # Before the first commit: back to the start, the momentum slots to their initial zeros.
+    got, seen = train((0, 1))
+    assert seen[:3] == [(0, 0), (0, 1), (0, 0)], seen
+    assert all(np.array_equal(a, b) for a, b in zip(got, plain))
 
 
 @check

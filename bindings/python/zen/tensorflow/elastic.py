@@ -6,9 +6,10 @@ tf.errors.OpError naming one of zen's ops (ZenAllreduce, ...): run turns it into
 HorovodInternalError (restore, reset, sync); other errors propagate (Horovod's wrapper
 swallowed an UnknownError that named none of its ops and returned None).
 
-Differences from Horovod, on purpose: sync builds a worker's optimizer when rank 0's is built
-(a worker that joined has not stepped; Keras 3 optimizers create their variables at build, so
-the variable lists differed and the broadcast could not match them).
+Differences from Horovod, on purpose: TensorFlowKerasState builds the optimizer when it is
+not built yet (Keras 3 optimizers create their slots at build, at the first step otherwise):
+so a worker that joined and has not stepped broadcasts the same variables as rank 0, and a
+restore to a commit from before the first step finds every slot saved, with its initial value.
 """
 
 import re
@@ -81,6 +82,8 @@ class TensorFlowKerasState(ObjectState):
             raise ValueError("Model must be built first. Run `model.build(input_shape)`.")
         self.model = model
         self.optimizer = optimizer or getattr(model, "optimizer", None)  # None: not compiled
+        if self.optimizer is not None and not getattr(self.optimizer, "built", True):
+            self.optimizer.build(model.trainable_variables)
         self.backend = backend
         self._save_model()
         super().__init__(bcast_object=_broadcast_state_object, get_rank=rank, **kwargs)
@@ -98,10 +101,6 @@ class TensorFlowKerasState(ObjectState):
     def sync(self):
         broadcast_variables(self.model.variables, root_rank=0)
         if self.optimizer is not None:
-            built = broadcast_object(getattr(self.optimizer, "built", True), root_rank=0,
-                                     name="elastic.optimizer.built")
-            if built and not getattr(self.optimizer, "built", True):
-                self.optimizer.build(self.model.trainable_variables)
             broadcast_variables(_optimizer_variables(self.optimizer), root_rank=0)
         self._save_model()
         super().sync()
