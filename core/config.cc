@@ -111,6 +111,12 @@ Setter stringField(std::string Config::*field) {
   };
 }
 
+// A name the launcher's tools read (zen.common.elastic_rendezvous): known, so not rejected,
+// and not used by the library.
+Setter ignored() {
+  return [](Config&, const std::string&, const std::string&) { return Status::ok(); };
+}
+
 const std::map<std::string, Setter>& setters() {
   // Function-local and immutable: the table of known names, not mutable global state.
   static const std::map<std::string, Setter> table = {
@@ -123,6 +129,8 @@ const std::map<std::string, Setter>& setters() {
       {"ZEN_CONTROLLER_ADDR", stringField(&Config::controllerAddr)},
       {"ZEN_CONTROLLER_FD", intField(&Config::controllerFd, 0)},
       {"ZEN_SECRET", stringField(&Config::secret)},
+      {"ZEN_ELASTIC_RENDEZVOUS", ignored()},
+      {"ZEN_ELASTIC_WORKER", ignored()},
       {"ZEN_FUSION_THRESHOLD",
        [](Config& c, const std::string& n, const std::string& v) {
          ZEN_ASSIGN_OR_RETURN(c.fusionThresholdBytes, parseInt(n, v, 0, int64_t{1} << 40));

@@ -79,6 +79,16 @@ TEST(Config, ParsesEveryKnob) {
   EXPECT_EQ(c.value().controllerFd, 7);
 }
 
+// zenrun's elastic mode sets these for zen.common.elastic_rendezvous; the library accepts and
+// ignores them (an unknown ZEN_* name would make every rank refuse to start).
+TEST(Config, AcceptsTheElasticLauncherVariables) {
+  const auto c = Config::parse(
+      {{"ZEN_ELASTIC_RENDEZVOUS", "127.0.0.1:4000"}, {"ZEN_ELASTIC_WORKER", "localhost/0/1"}});
+  ASSERT_TRUE(c.isOk()) << c.status().toString();
+  EXPECT_FALSE(c.value().rank.has_value());
+  EXPECT_FALSE(Config::parse({{"ZEN_ELASTIC_BOGUS", "1"}}).isOk());
+}
+
 struct BadCase {
   const char* name;
   const char* value;

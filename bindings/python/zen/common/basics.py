@@ -12,6 +12,8 @@ import os
 import threading
 import warnings
 
+from zen.common import elastic_rendezvous
+
 # Reduce operations, numbered as Horovod's (horovod.common.basics). Zen reduces dense tensors
 # with all of them (Adasum: dense allreduce of host floating-point tensors on a power-of-two
 # number of ranks); sparse ones with Average and Sum only.
@@ -78,9 +80,12 @@ def check_init_args(who, comm=None):
 def init():
     """Starts this rank's daemon from the environment (zenrun: TCP; mpirun: MPI; otherwise a
     job of one); blocks until every rank has connected. Idempotent. Registers a shutdown at
-    exit, as Horovod does."""
+    exit, as Horovod does. An elastic worker (zenrun --min-np ...) first joins the next round
+    (zen.common.elastic_rendezvous), which sets its placement in the environment."""
     global _atexit_registered
     c = lib()
+    if not c.zen_is_initialized() and elastic_rendezvous.enabled():
+        elastic_rendezvous.join()
     if c.zen_init() != 0:  # ctypes releases the GIL during the call
         raise RuntimeError("zen init: " + last_error())
     with _lock:

@@ -14,6 +14,8 @@ import zen
 DEFAULT_LAUNCH_COMMAND = "ssh -o BatchMode=yes {host}"
 DEFAULT_START_TIMEOUT = 30.0
 DEFAULT_GRACE_SECONDS = 5.0
+DEFAULT_ELASTIC_TIMEOUT = 600.0  # Horovod's
+DEFAULT_SLOTS_PER_HOST = 1
 SCHEMES = ("auto", "zen", "hc", "agsparse", "blocks", "dense")
 AUTO_SCHEMES = ("zen", "hc", "agsparse")  # auto's candidates (ops/auto_scheme.h)
 LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "critical", "off")
@@ -34,13 +36,15 @@ ZEN_HASH_MEMORY_FACTOR ZEN_SEED ZEN_THREADS
 ZEN_AUTOTUNE ZEN_AUTOTUNE_LOG ZEN_AUTOTUNE_WARMUP_SAMPLES ZEN_AUTOTUNE_STEPS_PER_SAMPLE
 ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE
 ZEN_AUTOTUNE_CONFIRM_PAIRS
+ZEN_ELASTIC_RENDEZVOUS ZEN_ELASTIC_WORKER
 """.split())
 
 # Set per rank (or per job) by zenrun; stale values inherited from the caller's
 # environment are dropped, never forwarded.
 PLACEMENT_VARIABLES = ("ZEN_RANK", "ZEN_SIZE", "ZEN_LOCAL_RANK", "ZEN_LOCAL_SIZE",
                        "ZEN_CROSS_RANK", "ZEN_CROSS_SIZE", "ZEN_CONTROLLER_ADDR",
-                       "ZEN_CONTROLLER_FD", "ZEN_SECRET")
+                       "ZEN_CONTROLLER_FD", "ZEN_SECRET", "ZEN_ELASTIC_RENDEZVOUS",
+                       "ZEN_ELASTIC_WORKER")
 
 EXAMPLES = """\
 examples:
@@ -52,6 +56,10 @@ examples:
 
   # through Open MPI's mpirun instead of zenrun's own TCP launch
   zenrun -np 4 --mpi --fusion-threshold-mb 64 --scheme zen python3 train.py
+
+  # elastic: 2 to 4 workers on the hosts a script prints (host:slots lines), checked every
+  # second; a failed worker's host is left out and the others continue (zen.torch.elastic)
+  zenrun -np 2 --min-np 2 --max-np 4 --host-discovery-script ./hosts.sh python3 train.py
 
   # hosts that are network namespaces on this machine (how the tests run "many hosts")
   zenrun -np 4 -H ns0:2,ns1:2 --launch-command 'ip netns exec {host} sh -c' \\
@@ -65,7 +73,10 @@ environment:
 
 exit status: the first failing rank's code (128+N when it died of signal N); 128+N when
 zenrun itself got signal N; 1 when the job could not start (--start-timeout, launch
-failure); 2 for usage errors; 0 when every rank exited with 0.
+failure); 2 for usage errors; 0 when every rank exited with 0. Elastic: 0 when the last
+round's workers all exited 0; 1 when the job failed (fewer than --min-np workers, the
+elastic timeout, --reset-limit); else the first failing worker's code after the job
+began finishing.
 """
 
 
@@ -133,8 +144,10 @@ def build_parser():
         allow_abbrev=False,
     )
     p.add_argument("--version", action="version", version=f"zenrun {zen.__version__}")
-    p.add_argument("-np", "--num-proc", dest="num_proc", metavar="N", required=True,
-                   type=_number("-np", lo=1, integer=True), help="number of ranks")
+    p.add_argument("-np", "--num-proc", dest="num_proc", metavar="N",
+                   type=_number("-np", lo=1, integer=True),
+                   help="number of ranks (elastic: the workers started first; default "
+                   "--min-np)")
     hosts = p.add_mutually_exclusive_group()
     hosts.add_argument("-H", "--hosts", metavar="HOST:SLOTS,...",
                        help="hosts and slots, e.g. node1:4,node2:4 (default localhost:N)")
@@ -212,6 +225,34 @@ def build_parser():
                       "the best before it is kept; 0 keeps the best score as Horovod -> "
                       "ZEN_AUTOTUNE_CONFIRM_PAIRS (default 3)")
 
+    elastic = p.add_argument_group(
+        "elastic (Horovod's; any of --min-np, --max-np, --host-discovery-script; TCP mode; the "
+        "program uses zen.torch.elastic / zen.tensorflow.elastic)")
+    elastic.add_argument("--min-np", metavar="N", type=_number("--min-np", lo=1, integer=True),
+                         help="fewest workers the job runs with (default -np)")
+    elastic.add_argument("--max-np", metavar="N", type=_number("--max-np", lo=1, integer=True),
+                         help="most workers (default: every slot of the hosts)")
+    elastic.add_argument("--host-discovery-script", metavar="FILE",
+                         help="executable printing the usable hosts, one 'host[:slots]' a "
+                         "line; run every second")
+    elastic.add_argument("--slots-per-host", metavar="N", default=DEFAULT_SLOTS_PER_HOST,
+                         type=_number("--slots-per-host", lo=1, integer=True),
+                         help="slots of a discovered host printed without ':slots' "
+                         "(default 1)")
+    elastic.add_argument("--elastic-timeout", metavar="S", default=DEFAULT_ELASTIC_TIMEOUT,
+                         type=_number("--elastic-timeout", lo=0.1, hi=1e7),
+                         help="seconds a round may wait for its workers (or for --min-np "
+                         "workers to be possible) before the job fails (default 600)")
+    elastic.add_argument("--reset-limit", metavar="N",
+                         type=_number("--reset-limit", lo=0, integer=True),
+                         help="the job fails when the workers change more often (default "
+                         "no limit)")
+    elastic.add_argument("--blacklist-on-failure", dest="blacklist", action="store_true",
+                         default=True,
+                         help="start no new worker on a host where one failed (default)")
+    elastic.add_argument("--no-blacklist-on-failure", dest="blacklist", action="store_false",
+                         help="replace a failed worker on any free slot, its host included")
+
     launch = p.add_argument_group("launcher")
     launch.add_argument("--start-timeout", metavar="S",
                         default=_env_float("ZENRUN_START_TIMEOUT", DEFAULT_START_TIMEOUT),
@@ -250,6 +291,7 @@ def parse(argv):
         p.error("no command given (zenrun -np N [flags] CMD ARGS...)")
     if args.mode is None:
         args.mode = "tcp"
+    _check_elastic(p, args)
     try:
         args.start_timeout = float(args.start_timeout)
     except ValueError:
@@ -275,6 +317,40 @@ def parse(argv):
             p.error(f"--controller-addr '{args.controller_addr}': expected HOST or HOST:PORT")
     args.parser = p
     return args
+
+
+def _check_elastic(p, args):
+    """Sets args.elastic and completes -np/--min-np/--max-np (Horovod's defaults)."""
+    args.elastic = (args.min_np is not None or args.max_np is not None
+                    or args.host_discovery_script is not None)
+    if not args.elastic:
+        if args.num_proc is None:
+            p.error("the following arguments are required: -np/--num-proc")
+        return
+    if args.mode == "mpi":
+        p.error("--mpi cannot run an elastic job (--min-np, --max-np, "
+                "--host-discovery-script): elastic jobs run in TCP mode, as Horovod's run on "
+                "Gloo only")
+    if args.controller_addr is not None:
+        p.error("--controller-addr does not apply to elastic jobs: rank 0 of every round "
+                "listens on a free port of its own")
+    script = args.host_discovery_script
+    if script is not None:
+        if args.hosts or args.hostfile:
+            p.error("--host-discovery-script and -H/--hostfile exclude each other")
+        if not os.path.isfile(script) or not os.access(script, os.X_OK):
+            p.error(f"--host-discovery-script '{script}' is not an executable file")
+    if args.min_np is None:
+        args.min_np = args.num_proc
+    if args.min_np is None:
+        p.error("an elastic job needs -np or --min-np")
+    if args.num_proc is None:
+        args.num_proc = args.min_np
+    if args.max_np is not None and args.min_np > args.max_np:
+        p.error(f"--min-np {args.min_np} is above --max-np {args.max_np}")
+    if args.num_proc < args.min_np or (args.max_np is not None and args.num_proc > args.max_np):
+        p.error(f"-np {args.num_proc} is outside [--min-np {args.min_np}, --max-np "
+                f"{args.max_np if args.max_np is not None else 'unlimited'}]")
 
 
 def _num_text(x):

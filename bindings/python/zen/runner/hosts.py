@@ -39,7 +39,8 @@ class Slot:
 _HOST_RE = re.compile(r"^[A-Za-z0-9_.\-]+$")
 
 
-def _host(name: str, slots_text: str, where: str) -> Host:
+def make_host(name: str, slots_text: str, where: str) -> Host:
+    """A Host from a name and slot count text; HostError saying `where` when either is bad."""
     if not name or not _HOST_RE.match(name):
         raise HostError(f"{where}: bad host name '{name}'")
     try:
@@ -72,7 +73,7 @@ def parse_hosts(text: str) -> List[Host]:
         if not item:
             raise HostError(f"-H '{text}': empty host entry")
         name, sep, slots = item.partition(":")
-        hosts.append(_host(name, slots if sep else "1", f"-H '{text}'"))
+        hosts.append(make_host(name, slots if sep else "1", f"-H '{text}'"))
     return _check_unique(hosts, f"-H '{text}'")
 
 
@@ -96,7 +97,7 @@ def parse_hostfile_text(text: str, path: str = "hostfile") -> List[Host]:
                     slots = value
             else:
                 raise HostError(f"{where}: expected 'host slots=N', found '{line}'")
-        hosts.append(_host(name, slots, where))
+        hosts.append(make_host(name, slots, where))
     return _check_unique(hosts, path)
 
 

@@ -24,13 +24,17 @@ def main(argv=None):
             hosts = hostlib.parse_hostfile(args.hostfile)
         elif args.hosts:
             hosts = hostlib.parse_hosts(args.hosts)
+        elif args.elastic and args.host_discovery_script:
+            hosts = None  # asked of the script
         else:
-            hosts = [hostlib.Host("localhost", args.num_proc)]
-        slots = hostlib.assign_ranks(hosts, args.num_proc)
+            hosts = [hostlib.Host("localhost", max(args.num_proc, args.max_np or 0)
+                                  if args.elastic else args.num_proc)]
+        slots = hostlib.assign_ranks(hosts, args.num_proc) if hosts else None
     except hostlib.HostError as e:
         p.error(str(e))
 
-    output = Output(args.num_proc, args.output_filename)
+    # Elastic: output prefixes and log folders are numbered by worker (order of start).
+    output = Output(max(args.num_proc, args.max_np or 0), args.output_filename)
     unknown = sorted(k for k in os.environ
                      if k.startswith("ZEN_") and k not in arglib.KNOWN_VARIABLES)
     if unknown:
@@ -39,11 +43,15 @@ def main(argv=None):
                        f"variables; the library will reject "
                        f"{'it' if len(unknown) == 1 else 'them'} (docs/architecture.md)")
     try:
-        output.open_logs(range(args.num_proc))
+        output.open_logs([] if args.elastic else range(args.num_proc))
     except OSError as e:
         p.error(f"--output-filename '{args.output_filename}': {e.strerror}")
 
     env = _base_env(args)
+    if args.elastic:
+        from zen.runner import elastic_driver
+
+        return elastic_driver.run(args, hosts, env, output)
     if args.mode == "mpi":
         from zen.runner import mpi_run
 

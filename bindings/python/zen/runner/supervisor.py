@@ -2,8 +2,9 @@
 signals, --start-timeout, and the bounded stop (SIGTERM, SIGKILL after the grace period).
 
 A "member" is one process zenrun started: a rank's wrapper in TCP mode (one rank), or
-mpirun in MPI mode (all ranks). Every member runs in its own session, so signals reach its
-whole process group and never the terminal's.
+mpirun in MPI mode (all ranks). elastic_driver.py subclasses it: its members come and go
+(on_exit, on_event, on_tick, on_start_timeout are its hooks). Every member runs in its own
+session, so signals reach its whole process group and never the terminal's.
 """
 
 import os
@@ -38,6 +39,8 @@ class Member:
         self.host = host
         self.code = None  # exit status once reaped (negative: killed by that signal)
         self.exit_time = None
+        self.start_time = time.monotonic()
+        self.kill_at = None  # stop(): SIGKILL when still running then
         self.signal_leader_only = signal_leader_only  # mpirun: it forwards to its ranks
         self.stdin_lock = threading.Lock()
 
@@ -149,6 +152,12 @@ class Supervisor:
             m.send(sig)
         self.kill_at = time.monotonic() + self.grace + self.extra_grace
 
+    def stop(self, member, sig=signal.SIGTERM):
+        """Stops one member: sig now, SIGKILL after the grace period."""
+        if member.code is None and member.kill_at is None:
+            member.send(sig)
+            member.kill_at = time.monotonic() + self.grace + self.extra_grace
+
     def kill_all(self):
         self.killed = True
         for m in self.members:
@@ -158,8 +167,6 @@ class Supervisor:
     # -- main loop ---------------------------------------------------------------------
     def run(self):
         """Runs until every member has exited. Returns nothing; see the attributes."""
-        start = time.monotonic()
-        all_ranks = sorted(self.host_of)
         while True:
             try:
                 event = self.events.get(timeout=_TICK)
@@ -180,16 +187,19 @@ class Supervisor:
                     self.output.message(f"got {signal_name(sig)} again: killing the ranks now")
                     self.kill_all()
             now = time.monotonic()
-            if (not self.stopping and self.start_timeout > 0
-                    and now - start > self.start_timeout):
-                exited = {r for m in self.members if m.code is not None for r in m.ranks}
-                missing = [r for r in all_ranks if r not in self.ready and r not in exited]
-                if missing:
-                    self.not_started = missing
-                    self.begin_stop(signal.SIGTERM)
+            if not self.stopping and self.start_timeout > 0:
+                late = [m for m in self.running() if now - m.start_time > self.start_timeout
+                        and any(r not in self.ready for r in m.ranks)]
+                if late:
+                    self.on_start_timeout(late)
+            for m in self.running():
+                if m.kill_at is not None and now >= m.kill_at and not self.killed:
+                    m.send(signal.SIGKILL)
             if self.stopping and not self.killed and now >= self.kill_at:
                 self.kill_all()
-            if not self.running():
+            if not self.stopping:
+                self.on_tick(now)
+            if not self.running() and not self.waiting_for_workers():
                 break
         deadline = time.monotonic() + _READER_JOIN_SECONDS
         for t in self.readers:
@@ -212,6 +222,30 @@ class Supervisor:
             member.code = code
             member.exit_time = time.monotonic()
             member.close_stdin()
-            if code != 0 and self.failure is None and not self.stopping:
-                self.failure = member
-                self.begin_stop(signal.SIGTERM, exclude=member)
+            self.on_exit(member, code)
+        else:
+            self.on_event(event)
+
+    # -- policy (the fixed-size job's; elastic_driver.py overrides) --------------------------
+    def on_exit(self, member, code):
+        """The first failure stops every other member."""
+        if code != 0 and self.failure is None and not self.stopping:
+            self.failure = member
+            self.begin_stop(signal.SIGTERM, exclude=member)
+
+    def on_start_timeout(self, late):
+        """Members that have not reported their start in time: the job cannot start (all
+        ranks not started yet are reported)."""
+        self.not_started = sorted(r for m in self.running() for r in m.ranks
+                                  if r not in self.ready)
+        self.begin_stop(signal.SIGTERM)
+
+    def on_event(self, event):
+        """An event another thread queued (self.events.put((kind, ...)))."""
+
+    def waiting_for_workers(self):
+        """True to keep running with no member running (more may be started)."""
+        return False
+
+    def on_tick(self, now):
+        """Called every loop turn (about every 50 ms) while not stopping."""

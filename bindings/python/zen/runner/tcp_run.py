@@ -93,15 +93,25 @@ def _launch_argv(words, host, shell_line):
     return [w.replace("{host}", host) for w in words] + [shell_line]
 
 
-def run(args, slots, base_env, output):
-    """Launches and supervises the ranks; returns zenrun's exit code."""
-    token = secrets.token_hex(8)
-    secret = secrets.token_hex(16)
-    controller, listener = controller_addr(args, slots)
-    host_of = {s.rank: s.host for s in slots}
-    remote = [s for s in slots if not hostlib.is_local(s.host)]
-    sup = Supervisor(output, host_of, args.start_timeout, args.grace_seconds,
-                     extra_grace=1.0 if not remote else 2.0)
+def start_command(args, host, flags, env, base_env):
+    """(argv, stdin_data, launch_env) that start the wrapper with `flags` and the command on
+    host with environment env: directly when host is this machine, else through the launch
+    command with env on stdin (also used by elastic_driver.py)."""
+    if hostlib.is_local(host):
+        return [sys.executable, WRAPPER] + flags + ["--"] + args.command, b"", env
+    remote_python = os.environ.get("ZENRUN_REMOTE_PYTHON", "python3")
+    line = (f"cd {shlex.quote(os.getcwd())} 2>/dev/null; exec {shlex.quote(remote_python)} "
+            f"{shlex.quote(WRAPPER)} "
+            + " ".join(shlex.quote(f) for f in flags + ["--env-stdin", "--"])
+            + " " + " ".join(shlex.quote(c) for c in args.command))
+    forwarded = {k: v for k, v in env.items() if not _LOCAL_ONLY.match(k)}
+    return (_launch_argv(args.launch_words, host, line),
+            (json.dumps(forwarded) + "\n").encode(), base_env)
+
+
+def make_pump(sup, output, token):
+    """pump(member, stream, pipe) for Supervisor.spawn: prefixes the member's lines with its
+    first rank and turns the wrapper's start report into sup.mark_ready."""
 
     def pump(member, stream, pipe):
         rank = member.ranks[0]
@@ -115,9 +125,25 @@ def run(args, slots, base_env, output):
                     continue
             output.rank_line(rank, stream, line)
 
-    wrapper_flags = ["--token", token, "--watch-stdin", "--grace", repr(args.grace_seconds)]
-    remote_python = os.environ.get("ZENRUN_REMOTE_PYTHON", "python3")
-    cwd = os.getcwd()
+    return pump
+
+
+def wrapper_flags(args, token):
+    """The rank wrapper's flags every TCP-mode rank gets."""
+    return ["--token", token, "--watch-stdin", "--grace", repr(args.grace_seconds)]
+
+
+def run(args, slots, base_env, output):
+    """Launches and supervises the ranks; returns zenrun's exit code."""
+    token = secrets.token_hex(8)
+    secret = secrets.token_hex(16)
+    controller, listener = controller_addr(args, slots)
+    host_of = {s.rank: s.host for s in slots}
+    remote = [s for s in slots if not hostlib.is_local(s.host)]
+    sup = Supervisor(output, host_of, args.start_timeout, args.grace_seconds,
+                     extra_grace=1.0 if not remote else 2.0)
+
+    pump = make_pump(sup, output, token)
     if args.verbose:
         output.message(f"tcp mode, {len(slots)} ranks, ZEN_CONTROLLER_ADDR={controller}")
         for s in slots:
@@ -128,25 +154,13 @@ def run(args, slots, base_env, output):
     try:
         for s in slots:
             env = _rank_env(base_env, s, controller, secret)
-            flags = ["--rank", str(s.rank)] + wrapper_flags
+            flags = ["--rank", str(s.rank)] + wrapper_flags(args, token)
             pass_fds = ()
             if listener is not None and s.rank == 0:  # local: the listener is on its host
                 env["ZEN_CONTROLLER_FD"] = str(listener.fileno())
                 flags += ["--pass-fd", str(listener.fileno())]
                 pass_fds = (listener.fileno(),)
-            if hostlib.is_local(s.host):
-                argv = [sys.executable, WRAPPER] + flags + ["--"] + args.command
-                stdin_data = b""
-                launch_env = env
-            else:
-                line = (f"cd {shlex.quote(cwd)} 2>/dev/null; exec {shlex.quote(remote_python)} "
-                        f"{shlex.quote(WRAPPER)} "
-                        + " ".join(shlex.quote(f) for f in flags + ["--env-stdin", "--"])
-                        + " " + " ".join(shlex.quote(c) for c in args.command))
-                argv = _launch_argv(args.launch_words, s.host, line)
-                forwarded = {k: v for k, v in env.items() if not _LOCAL_ONLY.match(k)}
-                stdin_data = (json.dumps(forwarded) + "\n").encode()
-                launch_env = base_env
+            argv, stdin_data, launch_env = start_command(args, s.host, flags, env, base_env)
             if args.verbose:
                 output.message(f"rank {s.rank}: {shlex.join(argv)}")
             try:
