@@ -13,8 +13,8 @@ join), rank 0's committed step broadcast, continue.
 
 --die-worker I --die-step K: worker number I (from ZEN_ELASTIC_WORKER) exits 1 right before
 step K's allreduce, once (a marker file in D). --wait-pending-step K (repeatable): rank 0
-does not go past step K until pending_update() reports a change (a scale-up or -down the
-test starts), so the change lands at a known step.
+prints `WAITING at step K` and does not go past step K until pending_update() reports a
+change (a scale-up or -down the test starts on that line), so the change lands at step K.
 """
 
 import argparse
@@ -39,7 +39,9 @@ def worker_number():
 
 def one_step(step, args):
     update = elastic_rendezvous.pending_update() if hvd.rank() == 0 else None
-    if hvd.rank() == 0 and step in args.wait_pending_step:
+    if hvd.rank() == 0 and step in args.wait_pending_step and update is None:
+        args.wait_pending_step.remove(step)  # once: after the reset, step K runs normally
+        print(f"WAITING at step {step}", flush=True)  # the test changes the hosts now
         deadline = time.monotonic() + 60
         while update is None and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -81,7 +83,9 @@ def main():
             time.sleep(args.delay)
         except (hvd.HorovodInternalError, _Interrupt) as e:
             resets += 1
-            print(f"RESET at step {step}: {type(e).__name__}", flush=True)
+            # An update as (generation, removed_only).
+            what = f" {e.args[0]}" if isinstance(e, _Interrupt) else ""
+            print(f"RESET at step {step}: {type(e).__name__}{what}", flush=True)
             hvd.shutdown()
             hvd.init()
             step = hvd.broadcast_object(step, 0, name="sync")

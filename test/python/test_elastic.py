@@ -128,17 +128,18 @@ def _discovery(tmp_path, text):
 
 def test_discovery_scales_up_then_down(zen_torch, tmp_path):
     hosts, script = _discovery(tmp_path, "127.0.0.1:2\n")
-    changes = {2: "127.0.0.1:2\n127.0.0.2\n", 7: "127.0.0.1:2\n"}
+    changes = {4: "127.0.0.1:2\n127.0.0.2\n", 9: "127.0.0.1:2\n"}
 
     def on_line(line):
-        m = LINE.match(line)
-        if m and m.group(2) == "STEP":
-            r = json.loads(m.group(3))
-            text = changes.pop(r["step"], None) if r["rank"] == 0 else None
-            if text is not None:
-                hosts.write_text(text)
+        m = re.match(r"^\[\d+\]<stdout>:WAITING at step (\d+)$", line)
+        if m:
+            text = changes.pop(int(m.group(1)), None)
+            if text is not None:  # atomically: the script never reads half a file
+                (tmp_path / "hosts.new").write_text(text)
+                os.replace(tmp_path / "hosts.new", hosts)
 
-    # Rank 0 waits at steps 4 and 9 until the change is pending: the new round lands there.
+    # Rank 0 waits at steps 4 and 9 until the change is pending (the test makes it when rank 0
+    # says it waits): the new rounds land there.
     code, out, err = zenrun(["-np", "2", "--min-np", "2", "--max-np", "3",
                              "--host-discovery-script", str(script)],
                             ["--steps", "12", "--wait-pending-step", "4",
@@ -148,11 +149,14 @@ def test_discovery_scales_up_then_down(zen_torch, tmp_path):
                        [[0, 1]] * 4 + [[0, 1, 2]] * 5 + [[0, 1]] * 3)
     assert sorted(done) == [0, 1], done
     assert "hosts now 127.0.0.1:2,127.0.0.2:1" in err and "hosts now 127.0.0.1:2\n" in err, err
-    # The scale-up was an addition, the scale-down a removal only (skip_sync).
-    assert "RESET at step 4: _Interrupt" in out and "RESET at step 9: _Interrupt" in out
+    # Every rank saw the updates at the same commit: the scale-up an addition (generation 2),
+    # the scale-down a removal only (generation 3, Horovod's skip_sync).
+    assert out.count("RESET at step 4: _Interrupt (2, False)") == 2, out
+    assert out.count("RESET at step 9: _Interrupt (3, True)") == 3, out
     assert re.search(r"round 2 \(generation 2\): 3 workers", err), err
     assert re.search(r"round 3 \(generation 3\): 2 workers, ranks 0\.\.1 = workers 0,1", err), err
-    assert "worker 2 is no longer part of the job" in out + err
+    # The removed worker was told to leave (exit 0) at its next join.
+    assert re.search(r"\[2\]<stderr>:zen elastic: worker 127.0.0.2/0/2", err), err
 
 
 def test_below_min_np_fails_at_once_with_fixed_hosts(zen_torch, tmp_path):

@@ -1,6 +1,7 @@
 """Unit tests of zenrun's elastic rendezvous: elastic_rounds.Rounds served by
 rendezvous_server.RendezvousServer on a real socket, asked by raw JSON-line clients in
-threads (and once by zen.common.elastic_rendezvous in a subprocess).
+threads (and once by zen.common.elastic_rendezvous in a subprocess); and the discovery
+script's parsing, failures and polling (zen/runner/discovery.py).
 
 Run: /usr/bin/python3 -m pytest -q test/python/test_elastic_rendezvous.py
 (also CTest: python_elastic_rendezvous). Every wait is bounded.
@@ -8,6 +9,7 @@ Run: /usr/bin/python3 -m pytest -q test/python/test_elastic_rendezvous.py
 
 import os
 import queue
+import re
 import socket
 import subprocess
 import sys
@@ -21,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 
 from zen.common import json_lines  # noqa: E402
+from zen.runner import discovery  # noqa: E402
 from zen.runner.elastic_rounds import Rounds, placements  # noqa: E402
 from zen.runner.rendezvous_server import RendezvousServer  # noqa: E402
 
@@ -173,6 +176,23 @@ def test_elastic_timeout_forms_without_laggards_when_min_np_joined(book_factory)
     assert "no longer part" in request(b.server.port, "join", "w1")["exit"]
 
 
+def test_new_workers_alone_start_the_timeout_once_the_last_round_is_gone(book_factory):
+    b = book_factory(min_np=1, timeout=0.5)
+    b.add("w0")
+    join_all(b.server.port, ["w0"])
+    b.add("w1", order=(0, 1))  # while w0 trains, a new worker waits without a timeout
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("r", request(b.server.port, "join", "w1")))
+    t.start()
+    time.sleep(1.0)
+    assert "r" not in out and b.events.get_nowait()[0] == "formed"
+    b.add("w2", order=(0, 2))
+    b.rounds.change(["w0"], removed_only=False)  # w0 died: the timeout runs from here
+    t.join(WAIT)
+    assert out["r"]["placement"]["size"] == 1, out
+    assert b.event("stop") == ["w2"]
+
+
 def test_elastic_timeout_fails_the_job_below_min_np(book_factory):
     b = book_factory(min_np=3, timeout=0.5)
     for i in range(3):
@@ -285,3 +305,50 @@ def test_client_module_joins_and_publishes(book_factory, tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=30)
     assert r.returncode == 1 and "refused" in r.stderr, r.stderr
+
+
+# -- --host-discovery-script (zen/runner/discovery.py) -----------------------------------------
+
+def _script(tmp_path, body):
+    script = tmp_path / "discover.sh"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return str(script)
+
+
+def test_discovery_output_is_parsed_as_horovod_host_lines():
+    hosts = discovery.parse_output("node1:2\nnode2\n# a comment\n\n 127.0.0.2:4 \n", 3, "s")
+    assert [(h.name, h.slots) for h in hosts] == [("node1", 2), ("node2", 3), ("127.0.0.2", 4)]
+    for text, message in [("node1:x\n", "slots of 'node1' must be a positive integer"),
+                          ("node1\nnode1:2\n", "host 'node1' is listed twice"),
+                          ("bad host\n", "bad host name 'bad host'")]:
+        with pytest.raises(discovery.DiscoveryError, match=re.escape(message)):
+            discovery.parse_output(text, 1, "s")
+
+
+def test_discovery_script_failures_say_why(tmp_path):
+    with pytest.raises(discovery.DiscoveryError, match="exited with code 3: no cluster"):
+        discovery.run_script(_script(tmp_path, "echo no cluster >&2; exit 3\n"), 1)
+    with pytest.raises(discovery.DiscoveryError, match="did not finish within 0.5 s"):
+        discovery.run_script(_script(tmp_path, "sleep 5\n"), 1, timeout=0.5)
+
+
+def test_discovery_poller_reports_changes_and_each_new_failure_once(tmp_path):
+    hosts_file = tmp_path / "hosts"
+    hosts_file.write_text("a:1\n")
+    script = _script(tmp_path, f"cat {hosts_file} || exit 1\n")
+    seen, errors = queue.Queue(), queue.Queue()
+    poller = discovery.Poller(script, 1, seen.put, errors.put,
+                              last=discovery.parse_output("a:1\n", 1, "s"))
+    poller.start()
+    try:
+        time.sleep(2.5)
+        assert seen.empty()  # the same list: no report
+        hosts_file.write_text("a:1\nb:2\n")
+        assert [(h.name, h.slots) for h in seen.get(timeout=WAIT)] == [("a", 1), ("b", 2)]
+        hosts_file.unlink()  # the script fails from now on: reported once, list kept
+        assert "keeping the last host list" in errors.get(timeout=WAIT)
+        time.sleep(2.5)
+        assert errors.empty() and seen.empty()
+    finally:
+        poller.stop()

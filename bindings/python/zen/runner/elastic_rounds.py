@@ -10,9 +10,9 @@ generation after g exists.
 Rounds. A worker joins after every (re)start of its library. A round forms when every live
 worker (started, not exited, not being stopped) has joined and there are at least min_np of
 them. The elastic timeout runs from the first join of a worker that was in a round before
-(or any join, for the first round): when it passes, the round forms with the workers that
-joined if they are at least min_np (the others are stopped: notify("stop", ids)), else the
-job fails (notify("fail", message)). A brand-new worker alone waits as long as the running
+(or any join when no worker of the latest round is left): when it passes, the round forms
+with the workers that joined if they are at least min_np (the others are stopped:
+notify("stop", ids)), else the job fails (notify("fail", message)). A brand-new worker alone waits as long as the running
 round trains: the others join when they see the update at their next commit.
 
 Rank order in a round: the workers of earlier rounds keep their relative order (so rank 0
@@ -193,7 +193,7 @@ class Rounds:
                 old.reply = {"error": f"worker {worker_id} joined again"}
             join = Join(worker_id)
             self._waiting[worker_id] = join
-            if self._opened_at is None and (w.round_seq > 0 or self._rounds == 0):
+            if self._opened_at is None and (w.round_seq > 0 or not self._round_running()):
                 self._opened_at = self._clock()
             self._try_form()
             self._cond.notify_all()
@@ -270,6 +270,12 @@ class Rounds:
             return {"exit": f"worker {worker_id} is no longer part of the job"}
         return None
 
+    def _round_running(self):
+        """Whether a live worker of the latest round has not joined: that round may still be
+        training, and a new worker's join must not start the elastic timeout."""
+        return any(w.live and w.round_seq == self._rounds > 0 and w.id not in self._waiting
+                   for w in self._workers.values())
+
     def _end_all(self, reply):
         for join in self._waiting.values():
             join.reply = dict(reply)
@@ -300,7 +306,11 @@ class Rounds:
                                f"publish its port within --elastic-timeout "
                                f"{self.elastic_timeout:g} s")
             return
-        if self._opened_at is None or not self._waiting:
+        if not self._waiting:
+            return
+        if self._opened_at is None:
+            if not self._round_running():  # the last round's workers are gone
+                self._opened_at = now
             return
         if now - self._opened_at <= self.elastic_timeout:
             return
