@@ -6,11 +6,13 @@ Run: tools/build-python && /usr/bin/python3 -m pytest -q test/python/test_torch.
 (CTest: python_torch_*, which stage the package in the build directory first and name it in
 ZENTEST_PYTHONPATH.) ZENTEST_TORCH_JOBS selects the
 jobs (comma-separated: np2, np4, mpi, train2, train4, topk2, topk4, adasum2, adasum4, adasum3,
-single, example, ps4, syncbn2, syncbn4; default all). torch_topk.py (Compression.topk against
+single, example, ps4, syncbn2, syncbn4, elastic2, elastic3; default all). torch_topk.py (Compression.topk against
 a dense re-computation of DGC) is the topk jobs', torch_adasum.py (DistributedOptimizer(op=Adasum)
 against a numpy re-computation; 3 ranks: the daemon's power-of-two error) the adasum jobs',
 torch_process_sets.py (process sets on 4 ranks) the ps4 job's, torch_sync_batch_norm.py
-(SyncBatchNorm against one process's BatchNorm on the concatenated batch) the syncbn jobs'.
+(SyncBatchNorm against one process's BatchNorm on the concatenated batch) the syncbn jobs',
+torch_elastic.py (zen.torch.elastic under a plain zenrun: states, recovery from a real
+failure, HostsUpdatedInterrupt, ElasticSampler) the elastic jobs'.
 
 Each job is one zenrun launch (importing torch is the slow part); rank_jobs.py launches it
 and reads the reports back.
@@ -31,9 +33,11 @@ TOPK_NAMES = check_names("torch_topk.py")
 ADASUM_NAMES = check_names("torch_adasum.py")
 PROCESS_SET_NAMES = check_names("torch_process_sets.py")
 SYNC_BN_NAMES = check_names("torch_sync_batch_norm.py")
+ELASTIC_NAMES = check_names("torch_elastic.py")
 ADASUM_NOT_POW2 = "adasum_world_not_power_of_two"
 SELECTED = selected_jobs("ZENTEST_TORCH_JOBS", "np2,np4,mpi,train2,train4,topk2,topk4,"
-                         "adasum2,adasum4,adasum3,single,example,ps4,syncbn2,syncbn4")
+                         "adasum2,adasum4,adasum3,single,example,ps4,syncbn2,syncbn4,"
+                         "elastic2,elastic3")
 
 
 def torch_job(key, np, script, args, mpi=False):
@@ -58,10 +62,13 @@ job_adasum3 = torch_job("adasum3", 3, "torch_adasum.py", [ADASUM_NOT_POW2])
 job_ps4 = torch_job("ps4", 4, "torch_process_sets.py", [])
 job_syncbn2 = torch_job("syncbn2", 2, "torch_sync_batch_norm.py", [])
 job_syncbn4 = torch_job("syncbn4", 4, "torch_sync_batch_norm.py", [])
+job_elastic2 = torch_job("elastic2", 2, "torch_elastic.py", [])
+job_elastic3 = torch_job("elastic3", 3, "torch_elastic.py", [])
 JOBS = {"np2": "job_np2", "np4": "job_np4", "mpi": "job_mpi", "train2": "job_train2",
         "train4": "job_train4", "topk2": "job_topk2", "topk4": "job_topk4",
         "adasum2": "job_adasum2", "adasum4": "job_adasum4", "adasum3": "job_adasum3",
-        "ps4": "job_ps4", "syncbn2": "job_syncbn2", "syncbn4": "job_syncbn4"}
+        "ps4": "job_ps4", "syncbn2": "job_syncbn2", "syncbn4": "job_syncbn4",
+        "elastic2": "job_elastic2", "elastic3": "job_elastic3"}
 
 TRAIN_CHECKS = ["train.%s.%s" % (s, v) for s in SCHEMES for v in ("sparse", "topk1")] + \
     ["train.zen.passes2", "train.zen.sparse_as_dense"]
@@ -80,6 +87,8 @@ test_adasum_optimizer_three_ranks_refused = check_test("job_adasum3", 3, [ADASUM
 test_process_sets_four_ranks = check_test("job_ps4", 4, PROCESS_SET_NAMES)
 test_sync_batch_norm_two_ranks = check_test("job_syncbn2", 2, SYNC_BN_NAMES)
 test_sync_batch_norm_four_ranks = check_test("job_syncbn4", 4, SYNC_BN_NAMES)
+test_elastic_two_ranks = check_test("job_elastic2", 2, ELASTIC_NAMES)
+test_elastic_three_ranks = check_test("job_elastic3", 3, ELASTIC_NAMES)
 test_jobs_exit_cleanly = exit_test(JOBS, SELECTED)
 
 

@@ -19,11 +19,12 @@ sets as Horovod's (zen.common.process_sets): init(process_sets=...), add_process
 remove_process_set, and process_set= on the collectives, DistributedGradientTape and
 DistributedOptimizer; rank numbers in a set's collectives are ranks within the set.
 SyncBatchNormalization: keras.layers.BatchNormalization with the training-mode moments over
-the global batch (sync_batch_norm.py).
+the global batch (sync_batch_norm.py). broadcast_object as Horovod's (eagerly). Elastic
+training as Horovod's (zen.tensorflow.elastic: TensorFlowKerasState, TensorFlowState, run).
 """
 
 from zen.tensorflow.compression import Compression
-from zen.tensorflow.functions import broadcast_variables
+from zen.tensorflow.functions import broadcast_object, broadcast_variables
 from zen.tensorflow.gradient_tape import DistributedGradientTape
 from zen.tensorflow.mpi_ops import (Adasum, Average, Max, Min, ProcessSet, Product, Sum,
                                     add_process_set, allgather, allreduce, alltoall, backend,
@@ -35,14 +36,15 @@ from zen.tensorflow.mpi_ops import (Adasum, Average, Max, Min, ProcessSet, Produ
                                     stop_timeline)
 from zen.tensorflow.optimizer import DistributedOptimizer
 from zen.tensorflow.sync_batch_norm import SyncBatchNormalization
+from zen.tensorflow import elastic  # noqa: E402 - after what it imports from zen.tensorflow
 
 __all__ = [
     "Adasum", "Average", "Compression", "DistributedGradientTape", "DistributedOptimizer",
     "Max", "Min", "ProcessSet", "Product", "Sum", "SyncBatchNormalization", "add_process_set",
     "allgather", "allreduce", "alltoall", "backend", "barrier", "broadcast",
-    "broadcast_variables", "cross_rank", "cross_size", "global_process_set",
-    "grouped_allgather", "grouped_allreduce", "grouped_reducescatter", "init",
-    "is_initialized", "join", "local_rank", "local_size", "mpi_enabled", "rank",
+    "broadcast_object", "broadcast_variables", "cross_rank", "cross_size", "elastic",
+    "global_process_set", "grouped_allgather", "grouped_allreduce", "grouped_reducescatter",
+    "init", "is_initialized", "join", "local_rank", "local_size", "mpi_enabled", "rank",
     "reducescatter", "remove_process_set", "shutdown", "size", "start_timeline", "stats",
     "stop_timeline",
 ]

@@ -53,8 +53,11 @@ def init(comm=None, process_sets=None):
 def shutdown():
     """Stops the daemon on every rank (a rank still waiting on an operation gets an error).
     Added process sets are invalidated."""
+    global _noname_ids
     basics.shutdown()
     _process_sets.invalidate_all()
+    # As zen.torch's: the next runtime's unnamed operations count from 0 on every rank.
+    _noname_ids = itertools.count()
 
 
 def mpi_enabled():

@@ -42,6 +42,7 @@ from zen.torch.mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, 
                                stats, stop_timeline, synchronize)
 from zen.torch.optimizer import DistributedOptimizer
 from zen.torch.sync_batch_norm import SyncBatchNorm
+from zen.torch import elastic  # noqa: E402 - after what it imports from zen.torch
 
 __all__ = [
     "Adasum", "Average", "Compression", "DistributedOptimizer", "HorovodInternalError",
@@ -50,7 +51,7 @@ __all__ = [
     "allreduce_async", "allreduce_async_", "alltoall", "alltoall_async", "barrier",
     "broadcast", "broadcast_", "broadcast_async", "broadcast_async_", "broadcast_object",
     "broadcast_optimizer_state", "broadcast_parameters", "ccl_built", "cross_rank",
-    "cross_size", "cuda_built", "ddl_built", "gloo_built", "gloo_enabled",
+    "cross_size", "cuda_built", "ddl_built", "elastic", "gloo_built", "gloo_enabled",
     "global_process_set", "grouped_allgather", "grouped_allgather_async",
     "grouped_allreduce", "grouped_allreduce_", "grouped_allreduce_async",
     "grouped_allreduce_async_", "grouped_reducescatter", "grouped_reducescatter_async",

@@ -19,6 +19,9 @@ from zen.common.process_sets import (ProcessSet, add_process_set,  # noqa: F401
                                      global_process_set, remove_process_set)
 # Reduce operations, numbered as Horovod's (horovod.common.basics), shared with zen.tensorflow.
 from zen.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
+# Raised by synchronize() when an operation failed: one class for both bindings, which elastic
+# training (zen.common.elastic) catches.
+from zen.common.exceptions import HorovodInternalError
 
 # libzen.so first, with global symbols: an MPI loaded by libzen must be visible to its own
 # plugins (as horovod.common.util does for its extension).
@@ -30,11 +33,6 @@ except ImportError as e:  # pragma: no cover - a build problem
                       "or `pip install .`" % e) from e
 
 _OPS = _basics.C_OPS  # Horovod's op numbers -> the C API's zen_reduce_op_t
-
-
-class HorovodInternalError(RuntimeError):
-    """An operation failed in the daemon (mismatched tensors between ranks, a failed peer, a
-    shutdown): raised by synchronize() with the daemon's message, as in horovod.torch."""
 
 
 ZenInternalError = HorovodInternalError
@@ -59,8 +57,12 @@ def init(comm=None, process_sets=None):
 def shutdown():
     """Stops the daemon on every rank (a rank still waiting on an operation gets an error).
     Added process sets are invalidated."""
+    global _noname_ids
     _C.shutdown()
     _process_sets.invalidate_all()
+    # The next runtime's unnamed operations count from 0 on every rank, a worker that joins
+    # an elastic job included, so that their names match again.
+    _noname_ids = itertools.count()
 
 
 def is_initialized():

@@ -10,7 +10,9 @@
 
 allreduce, allgather and broadcast take any tensor-like value (numpy, lists) and return a
 tensor, as Horovod's Keras versions do eagerly. Not here: broadcast_global_variables (TF1
-sessions; Horovod's raises under eager execution too), reducescatter, elastic. Process sets:
+sessions; Horovod's raises under eager execution too), reducescatter. Elastic training:
+zen.tensorflow.keras.elastic (KerasState, CommitStateCallback, UpdateBatchStateCallback,
+UpdateEpochStateCallback, run), as Horovod's. Process sets:
 init(process_sets=...), add_process_set, remove_process_set, and
 DistributedOptimizer(process_set=...) (zen.tensorflow's). SyncBatchNormalization is
 zen.tensorflow's (horovod.tensorflow exports it).
@@ -27,12 +29,12 @@ from zen.tensorflow import (Adasum, Average, Compression, DistributedOptimizer, 
 from zen.tensorflow import allgather as _allgather
 from zen.tensorflow import allreduce as _allreduce
 from zen.tensorflow import broadcast as _broadcast
-from zen.tensorflow.keras import callbacks
+from zen.tensorflow.keras import callbacks, elastic
 
 __all__ = [
     "Adasum", "Average", "Compression", "DistributedOptimizer", "Max", "Min", "ProcessSet",
     "Product", "Sum", "SyncBatchNormalization", "add_process_set", "allgather", "allreduce",
-    "broadcast", "broadcast_variables", "callbacks", "cross_rank", "cross_size",
+    "broadcast", "broadcast_variables", "callbacks", "cross_rank", "cross_size", "elastic",
     "global_process_set", "init", "is_initialized", "load_model", "local_rank", "local_size",
     "mpi_enabled", "rank", "remove_process_set", "shutdown", "size", "start_timeline",
     "stop_timeline",

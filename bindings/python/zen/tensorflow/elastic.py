@@ -1,0 +1,140 @@
+"""zen.tensorflow.elastic: Horovod's horovod.tensorflow.elastic over Zen (zen.common.elastic),
+TensorFlow 2 eagerly: TensorFlowKerasState, TensorFlowState, run.
+
+run(func): as zen.torch.elastic.run. A failed collective surfaces in TensorFlow as a
+tf.errors.OpError naming one of zen's ops (ZenAllreduce, ...): run turns it into
+HorovodInternalError (restore, reset, sync); other errors propagate (Horovod's wrapper
+swallowed an UnknownError that named none of its ops and returned None).
+
+Differences from Horovod, on purpose: TensorFlowKerasState builds the optimizer when it is
+not built yet (Keras 3 optimizers create their slots at build, at the first step otherwise):
+so a worker that joined and has not stepped broadcasts the same variables as rank 0, and a
+restore to a commit from before the first step finds every slot saved, with its initial value.
+"""
+
+import re
+
+import tensorflow as tf
+
+from zen.common.elastic import HorovodInternalError, HostsUpdatedInterrupt, ObjectState, State
+from zen.common.elastic import run_fn
+from zen.tensorflow.functions import broadcast_object, broadcast_variables
+from zen.tensorflow.mpi_ops import init, rank, shutdown
+
+__all__ = ["HorovodInternalError", "HostsUpdatedInterrupt", "ObjectState", "State",
+           "TensorFlowKerasState", "TensorFlowState", "run"]
+
+# The op types of bindings/tensorflow/zen_tf_ops.cc, as error messages name them (eagerly
+# "[Op:ZenAllreduce]", in a graph "{{node .../ZenAllreduce_3}}").
+_ZEN_OP = re.compile(r"\bZen(?:Sparse|Grouped)?(?:Allreduce|Allgather|Broadcast|Alltoall|"
+                     r"Reducescatter|Join|Barrier)")
+
+
+def _reset():
+    shutdown()
+    init()
+
+
+def run(func):
+    """Decorator: func(state, *args, **kwargs) run elastically (zen.common.elastic.run_fn with
+    zen.tensorflow's shutdown and init as the reset)."""
+
+    def wrapper(state, *args, **kwargs):
+        try:
+            return func(state, *args, **kwargs)
+        except tf.errors.OpError as e:
+            if _ZEN_OP.search(e.message or ""):
+                raise HorovodInternalError(e.message) from e
+            raise
+
+    return run_fn(wrapper, _reset)
+
+
+def _broadcast_state_object(obj):
+    return broadcast_object(obj, root_rank=0, name="elastic.state")
+
+
+def _optimizer_variables(optimizer):
+    variables = optimizer.variables
+    return list(variables() if callable(variables) else variables)
+
+
+def _copies(variables):
+    return [tf.identity(v) for v in variables]
+
+
+def _assign(variables, values):
+    for variable, value in zip(variables, values):
+        variable.assign(value)
+
+
+class TensorFlowKerasState(ObjectState):
+    """State of a Keras model and its optimizer (Horovod's TensorFlowKerasState), eagerly.
+
+    model: built (model.build(input_shape) or a call); optimizer: default model.optimizer;
+    backend: accepted for Horovod's signature (TensorFlow 1 sessions are not supported);
+    kwargs: plain objects (ObjectState's)."""
+
+    def __init__(self, model, optimizer=None, backend=None, **kwargs):
+        if not tf.executing_eagerly():
+            raise NotImplementedError("zen.tensorflow.elastic runs eagerly (TensorFlow 2)")
+        if not model.built:
+            raise ValueError("Model must be built first. Run `model.build(input_shape)`.")
+        self.model = model
+        self.optimizer = optimizer or getattr(model, "optimizer", None)  # None: not compiled
+        if self.optimizer is not None and not getattr(self.optimizer, "built", True):
+            self.optimizer.build(model.trainable_variables)
+        self.backend = backend
+        self._save_model()
+        super().__init__(bcast_object=_broadcast_state_object, get_rank=rank, **kwargs)
+
+    def save(self):
+        self._save_model()
+        super().save()
+
+    def restore(self):
+        _assign(self.model.variables, self._saved_model)
+        if self.optimizer is not None:
+            _assign(_optimizer_variables(self.optimizer), self._saved_optimizer)
+        super().restore()
+
+    def sync(self):
+        broadcast_variables(self.model.variables, root_rank=0)
+        if self.optimizer is not None:
+            broadcast_variables(_optimizer_variables(self.optimizer), root_rank=0)
+        self._save_model()
+        super().sync()
+
+    def _save_model(self):
+        self._saved_model = _copies(self.model.variables)
+        self._saved_optimizer = [] if self.optimizer is None else \
+            _copies(_optimizer_variables(self.optimizer))
+
+
+class TensorFlowState(ObjectState):
+    """State of a list of tf.Variables (Horovod's TensorFlowState), eagerly: variables (no
+    TensorFlow 1 global collection; session is not supported) and plain objects (kwargs)."""
+
+    def __init__(self, variables=None, session=None, **kwargs):
+        if session is not None or not tf.executing_eagerly():
+            raise NotImplementedError("zen.tensorflow.elastic runs eagerly (TensorFlow 2)")
+        if not variables:
+            raise ValueError("TensorFlowState needs the variables to keep (TensorFlow 2 has no "
+                             "global variables)")
+        self.variables = list(variables)
+        self.session = None
+        self._saved = _copies(self.variables)
+        super().__init__(bcast_object=_broadcast_state_object, get_rank=rank, **kwargs)
+
+    def save(self):
+        self._saved = _copies(self.variables)
+        super().save()
+
+    def restore(self):
+        _assign(self.variables, self._saved)
+        super().restore()
+
+    def sync(self):
+        broadcast_variables(self.variables, root_rank=0)
+        self._saved = _copies(self.variables)
+        super().sync()

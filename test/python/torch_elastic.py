@@ -1,0 +1,327 @@
+"""What every rank runs in test_torch_elastic.py: zen.torch.elastic under a plain zenrun
+(the same world after each reset: shutdown then init), check by check.
+
+    tools/zenrun -np N /usr/bin/python3 torch_elastic.py [CHECK ...]
+
+Training runs in float64 on a linear model whose global batch is split over the ranks and
+whose gradients are summed (loss = sum over the global batch / B), so every rank's result
+equals one process's training on the whole batch (to rounding: the ranks sum in another
+order); the reference is that training without zen.
+"""
+
+import sys
+
+import torch
+
+from rank_report import Checks, add_checkout_package, run_checks
+
+add_checkout_package()
+
+import zen.torch as hvd  # noqa: E402
+from zen.common.exceptions import HostsUpdatedInterrupt  # noqa: E402
+
+CHECKS = Checks()
+check = CHECKS.check
+FEATURES = 5
+GLOBAL_BATCH = 12  # divides over 2, 3 and 4 ranks
+STEPS = 10
+
+
+def data():
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(STEPS * GLOBAL_BATCH, FEATURES, generator=g, dtype=torch.float64)
+    y = x @ torch.arange(1.0, FEATURES + 1, dtype=torch.float64) + 0.5
+    return x, y
+
+
+def new_model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Linear(FEATURES, 1).double()
+
+
+def new_optimizer(model, kind):
+    if kind == "adam":
+        return torch.optim.Adam(model.parameters(), lr=0.05)
+    return torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=0.01)
+
+
+def loss_of(model, x, y):
+    return ((model(x).squeeze(1) - y) ** 2).sum() / GLOBAL_BATCH
+
+
+def reference(kind):
+    """One process, the whole global batch per step, no zen."""
+    x, y = data()
+    model = new_model(0)
+    opt = new_optimizer(model, kind)
+    for step in range(STEPS):
+        rows = slice(step * GLOBAL_BATCH, (step + 1) * GLOBAL_BATCH)
+        opt.zero_grad()
+        loss_of(model, x[rows], y[rows]).backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def train_step(model, opt, step, x, y, name):
+    """This rank's share of global batch step, gradients summed over the ranks."""
+    share = GLOBAL_BATCH // hvd.size()
+    start = step * GLOBAL_BATCH + hvd.rank() * share
+    opt.zero_grad()
+    loss_of(model, x[start:start + share], y[start:start + share]).backward()
+    for i, p in enumerate(model.parameters()):
+        p.grad = hvd.allreduce(p.grad, op=hvd.Sum, name="%s.grad.%d" % (name, i))
+    opt.step()
+
+
+def same_on_every_rank(tensor, name):
+    gathered = hvd.allgather(tensor.detach().reshape(1, -1), name=name)
+    return all(torch.equal(gathered[0], row) for row in gathered)
+
+
+def assert_state_equal(a, b):
+    assert a.keys() == b.keys(), (a.keys(), b.keys())
+    for k in a:
+        if torch.is_tensor(a[k]):
+            assert torch.equal(a[k], b[k]), k
+        elif isinstance(a[k], dict):
+            assert_state_equal(a[k], b[k])
+        else:
+            assert a[k] == b[k], (k, a[k], b[k])
+
+
+@check
+def state_save_restore_sync():
+    """commit saves model, optimizer (momentum, Adam moments) and objects; restore undoes
+    later changes, objects changed in place included; sync makes rank 0's everyone's."""
+    x, y = data()
+    for kind in ("sgd", "adam"):
+        model = new_model(100 + hvd.rank())  # different on every rank
+        opt = new_optimizer(model, kind)
+        state = hvd.elastic.TorchState(model, opt, epoch=0, seen=[hvd.rank()])
+        n = GLOBAL_BATCH // hvd.size()
+        for _ in range(2):  # local steps: the ranks differ
+            opt.zero_grad()
+            loss_of(model, x[:n], y[:n]).backward()
+            opt.step()
+        state.epoch = 3
+        state.commit()
+        committed_model = {k: v.clone() for k, v in model.state_dict().items()}
+        committed_opt = opt.state_dict()
+        committed_opt = {"state": {k: {n: t.clone() if torch.is_tensor(t) else t
+                                       for n, t in v.items()}
+                                   for k, v in committed_opt["state"].items()},
+                         "param_groups": committed_opt["param_groups"]}
+        for _ in range(2):
+            opt.zero_grad()
+            loss_of(model, x[n:2 * n], y[n:2 * n]).backward()
+            opt.step()
+        state.epoch = 4
+        state.seen.append(99)  # in place
+        assert not torch.equal(model.weight, committed_model["weight"])
+        state.restore()
+        assert_state_equal(model.state_dict(), committed_model)
+        assert_state_equal(opt.state_dict()["state"], committed_opt["state"])
+        assert state.epoch == 3 and state.seen == [hvd.rank()], (state.epoch, state.seen)
+        state.sync()
+        for name, tensor in model.state_dict().items():
+            assert same_on_every_rank(tensor, "sync.%s.%s" % (kind, name)), name
+        for pid, entries in opt.state_dict()["state"].items():
+            for name, tensor in entries.items():
+                assert same_on_every_rank(torch.as_tensor(tensor, dtype=torch.float64),
+                                          "sync.%s.%s.%s" % (kind, pid, name)), name
+        assert state.epoch == 3 and state.seen == [0], state.seen
+        # The sync is the new commit: a restore after it keeps rank 0's values.
+        state.epoch = 8
+        state.restore()
+        assert state.epoch == 3
+        for name, tensor in model.state_dict().items():
+            assert same_on_every_rank(tensor, "sync2.%s.%s" % (kind, name)), name
+
+
+def elastic_training(kind, fail_at, name):
+    """STEPS steps under hvd.elastic.run, committing every 3 steps; at step fail_at (once)
+    rank 1 posts an allreduce of the wrong shape: every rank gets HorovodInternalError.
+    Returns (parameters, resets seen, steps run)."""
+    x, y = data()
+    model = new_model(0 if hvd.rank() == 0 else 50)  # the sync makes rank 0's everyone's
+    opt = new_optimizer(model, kind)
+    state = hvd.elastic.TorchState(model, opt, step=0)
+    resets = []
+    state.register_reset_callbacks([lambda: resets.append(hvd.size())])
+    injected = []
+    steps_run = []
+
+    @hvd.elastic.run
+    def train(state):
+        while state.step < STEPS:
+            if state.step == fail_at and not injected:
+                injected.append(state.step)
+                shape = [3] if hvd.rank() == 1 else [2]
+                hvd.allreduce(torch.zeros(shape), name="%s.mismatch" % name)
+            train_step(state.model, state.optimizer, state.step, x, y, name)
+            steps_run.append(state.step)
+            state.step += 1
+            if state.step % 3 == 0:
+                state.commit()
+
+    train(state)
+    return [p.detach().clone() for p in model.parameters()], resets, steps_run
+
+
+def assert_close(got, want, tolerance):
+    for g, w in zip(got, want):
+        assert (g - w).abs().max().item() <= tolerance, (g - w).abs().max().item()
+
+
+@check
+def run_recovers_from_internal_error():
+    """A real HorovodInternalError on every rank at step 7 (last commit at step 6): each rank
+    restores, resets (shutdown, init), syncs and redoes step 6; the parameters equal those of
+    the same training without the error exactly, and one process's to 1e-12 (the ranks sum
+    in another order); the reset callback ran once."""
+    for kind in ("sgd", "adam"):
+        plain, resets, steps_run = elastic_training(kind, -1, "plain." + kind)
+        assert resets == [] and steps_run == list(range(STEPS)), (resets, steps_run)
+        assert_close(plain, reference(kind), 1e-12)
+        got, resets, steps_run = elastic_training(kind, 7, "fail." + kind)
+        assert resets == [hvd.size()], resets
+        assert steps_run == list(range(7)) + list(range(6, STEPS)), steps_run
+        assert_close(got, plain, 0.0)
+
+
+class ScriptedState(hvd.elastic.TorchState):
+    """A TorchState whose rank 0 sees the launcher's answers from a list (one per check), and
+    counts its syncs: the answer still reaches the other ranks through the real broadcast."""
+
+    def __init__(self, answers, **kwargs):
+        self.answers = list(answers)
+        self.syncs = 0
+        super().__init__(**kwargs)
+
+    def _pending_update(self):
+        assert hvd.rank() == 0, "only rank 0 asks the launcher"
+        return self.answers.pop(0)
+
+    def sync(self):
+        self.syncs += 1
+        super().sync()
+
+
+@check
+def hosts_updated_interrupt_on_every_rank():
+    """Rank 0's answer (generation, removed_only) at the 3rd and the 6th commit: every rank
+    raises HostsUpdatedInterrupt at those commits, resets, and syncs only when workers were
+    added (skip_sync when removed only); uncommitted progress is kept, not restored."""
+    answers = [None, None, (4, True), None, None, (5, False), None, None]
+    state = ScriptedState(answers if hvd.rank() == 0 else [], commits=0, work=0)
+    events = []
+    state.register_reset_callbacks([lambda: events.append(("reset", state.commits))])
+
+    @hvd.elastic.run
+    def train(state):
+        while state.commits < len(answers):
+            state.work += 1
+            state.commits += 1
+            try:
+                state.commit()
+            except HostsUpdatedInterrupt as e:
+                events.append(("interrupt", state.commits, e.skip_sync))
+                raise
+        return "done"
+
+    assert train(state) == "done"
+    want = [("interrupt", 3, True), ("reset", 3), ("interrupt", 6, False), ("reset", 6)]
+    assert events == want, events
+    assert state.work == len(answers) and state.syncs == 2, (state.work, state.syncs)
+    everyone = hvd.allgather_object(events, name="events")
+    assert all(e == want for e in everyone), everyone
+
+
+@check
+def launcher_error_raises_on_every_rank():
+    """When rank 0 cannot ask the launcher, every rank raises the same RuntimeError."""
+
+    class Broken(ScriptedState):
+        def _pending_update(self):
+            raise OSError("connection refused")
+
+    state = Broken([], n=0)
+    try:
+        state.commit()
+    except RuntimeError as e:
+        assert "connection refused" in str(e) and "rank 0" in str(e), str(e)
+    else:
+        raise AssertionError("no RuntimeError")
+
+
+@check
+def sampler_sync_merges_recorded_indices():
+    """record_batch records every rank's batch (the same set everywhere); record_indices this
+    rank's, merged by sync; after it the remaining indices are sharded without them."""
+    dataset = list(range(40))
+    sampler = hvd.elastic.ElasticSampler(dataset, shuffle=True, seed=3)
+    sampler.set_epoch(2)
+    state = hvd.elastic.TorchState(sampler=sampler)
+    mine = list(sampler)
+    assert len(mine) == -(-40 // hvd.size())
+    everyone = hvd.allgather_object(mine, name="shards")
+    assert set(i for shard in everyone for i in shard) == set(dataset)
+    sampler.record_batch(0, 2)
+    batch0 = set(i for shard in everyone for i in shard[:2])
+    assert sampler.processed_indices == batch0, (sampler.processed_indices, batch0)
+    extra = {mine[2]}  # this rank's third index
+    sampler.record_indices(extra)
+    state.sync()
+    merged = batch0 | set(shard[2] for shard in everyone)
+    assert sampler.processed_indices == merged
+    rest = hvd.allgather_object(list(sampler), name="rest")
+    left = set(i for shard in rest for i in shard)
+    assert left == set(dataset) - merged and len(sampler) == -(-len(left) // hvd.size())
+
+
+def simulated_samplers(length, n, state=None):
+    """n samplers of simulated ranks 0..n-1 (the sampler module's rank() and size() replaced
+    while each is made: re-sharding is arithmetic, the same in a real job), epoch 1, from
+    state when given."""
+    from zen.torch.elastic import sampler as module
+    samplers = []
+    for r in range(n):
+        module.rank, module.size = (lambda r=r: r), (lambda: n)
+        sampler = hvd.elastic.ElasticSampler(list(range(length)), shuffle=True, seed=4)
+        sampler.set_epoch(1)
+        if state is not None:
+            sampler.load_state_dict(state)
+        samplers.append(sampler)
+    return samplers
+
+
+@check
+def sampler_resharding_covers_epoch_across_size_change():
+    """n ranks process 2 batches and record them (record_batch: every rank's), one survivor's
+    state then goes to m ranks, which finish the epoch: every index is processed, once apart
+    from the padding of the last sharding (to a multiple of m)."""
+    from zen.torch.elastic import sampler as module
+    real = module.rank, module.size
+    try:
+        for n, m, length in ((3, 2, 50), (2, 3, 47), (3, 1, 40), (2, 4, 17), (4, 3, 25)):
+            batch = 3
+            before = simulated_samplers(length, n)
+            done = []
+            for sampler in before:
+                done += list(sampler)[:2 * batch]
+                sampler.record_batch(0, batch)
+                sampler.record_batch(1, batch)
+            assert all(s.processed_indices == set(done) for s in before), (n, m, length)
+            after = simulated_samplers(length, m, before[-1].state_dict())
+            for sampler in after:
+                done += list(sampler)
+                assert len(sampler) == len(list(sampler)) == after[0].num_samples
+            assert set(done) == set(range(length)), (n, m, length)
+            padding = after[0].total_size - len(after[0].remaining_indices)
+            assert len(done) == length + padding, (n, m, length, len(done), padding)
+    finally:
+        module.rank, module.size = real
+
+
+if __name__ == "__main__":
+    sys.exit(run_checks(hvd, CHECKS, sys.argv[1:]))
