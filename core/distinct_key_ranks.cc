@@ -10,9 +10,9 @@
 namespace zen {
 namespace {
 
-using Word = DistinctKeyRanks::Word;
-
-template <typename Popcount>
+// Templates over the word type, which is private to DistinctKeyRanks: build passes its
+// words_.data() and the type is deduced, never named here.
+template <typename Popcount, typename Word>
 inline __attribute__((always_inline)) void prefixCounts(Word* words, size_t n) {
   uint64_t before = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -21,10 +21,12 @@ inline __attribute__((always_inline)) void prefixCounts(Word* words, size_t n) {
   }
 }
 
+template <typename Word>
 void prefixSoftware(Word* words, size_t n) {
   prefixCounts<SoftwarePopcount>(words, n);
 }
 
+template <typename Word>
 ZEN_TARGET_POPCNT void prefixHardware(Word* words, size_t n) {
   prefixCounts<HardwarePopcount>(words, n);
 }

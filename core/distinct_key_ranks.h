@@ -47,6 +47,9 @@ class DistinctKeyRanks {
     }
   }
 
+ private:
+  static constexpr uint64_t kWordsPerKey = 4;
+
   // Bits and the keys before them side by side: one cache line per lookup.
   struct Word {
     uint64_t bits;
@@ -58,9 +61,6 @@ class DistinctKeyRanks {
     const Word& w = words[key >> 6];
     return w.before + Popcount::count(w.bits & ((uint64_t{1} << (key & 63)) - 1));
   }
-
- private:
-  static constexpr uint64_t kWordsPerKey = 4;
 
   template <typename Popcount, typename Fn>
   static inline __attribute__((always_inline)) void forEachRankWith(const Word* words,

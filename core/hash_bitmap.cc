@@ -17,18 +17,11 @@
 #include <cstring>
 #include <type_traits>
 
+#include "core/bitmap_popcount.h"
 #include "core/bitmap_walk.h"
 
 namespace zen {
 namespace {
-
-int64_t popcount(const uint8_t* bitmap, size_t bytes) {
-  int64_t n = 0;
-  const size_t full = bytes / 8;
-  for (size_t w = 0; w < full; ++w) n += __builtin_popcountll(load64le(bitmap + w * 8));
-  for (size_t b = full * 8; b < bytes; ++b) n += __builtin_popcount(bitmap[b]);
-  return n;
-}
 
 // The checks shared by both decoders; returns the number of rows in the payload.
 Result<int64_t> checkPayload(const IndexMap& map,
@@ -53,7 +46,7 @@ Result<int64_t> checkPayload(const IndexMap& map,
                   "0x{:02x})",
                   part, size, bitmap[bitmapBytes - 1]);
   }
-  const int64_t count = popcount(bitmap, bitmapBytes);
+  const auto count = static_cast<int64_t>(bitmapPopcount(bitmap, bitmapBytes));
   ZEN_CHECK_ARG(valueBytes % rowBytes == 0 && valueBytes / rowBytes == static_cast<size_t>(count),
                 "part {} sent {} value bytes, expected {} set bits x {} bytes per row = {}", part,
                 valueBytes, count, rowBytes, static_cast<size_t>(count) * rowBytes);

@@ -31,6 +31,7 @@
 #include <tuple>
 #include <utility>
 
+#include "core/bitmap_popcount.h"
 #include "ops/byte_io.h"
 #include "ops/hc_wire.h"
 #include "ops/sparse_allreduce.h"
@@ -126,9 +127,7 @@ class MergedSet {
   bool dense() const { return dense_; }
   int64_t rows() const {
     if (!dense_) return static_cast<int64_t>(sparse_.indices.size());
-    int64_t count = 0;
-    for (uint64_t w : bits_) count += __builtin_popcountll(w);
-    return count;
+    return static_cast<int64_t>(bitmapPopcount(bits_.data(), bits_.size() * sizeof(uint64_t)));
   }
 
   // Serializes the set in the smaller form, switching this rank to dense if that is it.

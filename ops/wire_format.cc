@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/bitmap_popcount.h"
+
 namespace zen::ops {
 namespace {
 
@@ -340,10 +342,7 @@ Result<BitmapPartView> decodeBitmapPart(const uint8_t* data,
     ZEN_CHECK_ARG((bitmap[bitmapBytes - 1] >> (bits % 8)) == 0,
                   "hash-bitmap payload has bits set past its {} positions", bits);
   }
-  int64_t set = 0;
-  size_t b = 0;
-  for (; b + 8 <= bitmapBytes; b += 8) set += __builtin_popcountll(load<uint64_t>(bitmap + b));
-  for (; b < bitmapBytes; ++b) set += __builtin_popcount(bitmap[b]);
+  const auto set = static_cast<int64_t>(bitmapPopcount(bitmap, bitmapBytes));
   ZEN_CHECK_ARG(set == count, "hash-bitmap payload has {} set bits but {} rows", set, count);
   BitmapPartView v;
   v.bits = bits;
