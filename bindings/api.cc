@@ -117,8 +117,10 @@ Status Api::init(Config config, const Factory& factory, std::string backend) {
   }
   // start_timeline / stop_timeline work at run time unless ZEN_TIMELINE names a file.
   if (config.timeline.empty()) config.timeline = "DYNAMIC";
-  if (controllerFdUsed_) config.controllerFd.reset();
-  controllerFdUsed_ = controllerFdUsed_ || config.controllerFd.has_value();
+  // config.controllerFd goes to every init: an elastic worker that is rank 0 again hands a
+  // fresh listening socket each round. A stale number (zenrun's socket, closed by the last
+  // runtime) is left alone by the transport, which adopts only a socket listening on the
+  // controller port (ops/tcp_rendezvous.cc).
   ZEN_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, factory(config));
   std::lock_guard<std::mutex> lock(mu_);
   placement_ = placementFor(config, rt->rank(), rt->size(), std::move(backend));

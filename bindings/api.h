@@ -125,10 +125,6 @@ class Api {
   // init and shutdown's swap, one at a time; never held while a runtime drains (its
   // completions may call shutdown() or init()), and never taken in a completion.
   std::mutex lifecycleMu_;
-  // Under lifecycleMu_: a runtime was built with config.controllerFd, the listening socket
-  // zenrun hands to rank 0 once per process. Later inits bind the port instead: by then the
-  // first runtime has closed that descriptor and its number may name any other file.
-  bool controllerFdUsed_ = false;
   mutable std::mutex mu_;  // the fields below
   std::condition_variable drained_;
   int draining_ = 0;  // shutdown() calls between the swap and the runtime's end

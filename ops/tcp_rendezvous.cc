@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <string>
@@ -226,9 +227,11 @@ bool adoptListener(tcp::acceptor& acceptor, int fd, uint16_t port, spdlog::logge
   int family = 0;
   const uint16_t listening = listeningPort(fd, &family);
   if (listening != port) {
-    // Closed: a runtime before this one took it (init after shutdown). Else a misconfiguration.
-    const bool closed = fcntl(fd, F_GETFD) == -1;
-    log.log(closed ? spdlog::level::debug : spdlog::level::warn,
+    // Closed, or reused for a file that is no socket: a runtime before this one took it (init
+    // after shutdown; the variable stays). A socket elsewhere: a misconfiguration.
+    struct stat st {};
+    const bool stale = fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode);
+    log.log(stale ? spdlog::level::debug : spdlog::level::warn,
             "rank 0: ZEN_CONTROLLER_FD={} is not a socket listening on port {}; binding the port",
             fd, port);
     return false;

@@ -671,9 +671,17 @@ TEST(CApi, ProcessSetsAcrossFourForkedTcpRanks) {
   for (int r = 0; r < 4; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
 }
 
-// zen_init() from the environment zenrun sets: ZEN_RANK, ZEN_SIZE, ZEN_CONTROLLER_ADDR.
-// controllerFd >= 0: rank 0 gets it as ZEN_CONTROLLER_FD (zenrun's socket, inherited).
-void expectEnvironmentJob(int port, int controllerFd = -1) {
+// One init of a job: the control port, and the listening socket rank 0 gets as
+// ZEN_CONTROLLER_FD (zenrun's socket, inherited; -1: none).
+struct EnvironmentRound {
+  int port = 0;
+  int controllerFd = -1;
+};
+
+// zen_init() from the environment zenrun sets (ZEN_RANK, ZEN_SIZE, ZEN_CONTROLLER_ADDR), once
+// per round in the same two processes, as an elastic worker re-initializes: an allreduce and
+// a shutdown in each.
+void expectEnvironmentJob(const std::vector<EnvironmentRound>& rounds) {
   constexpr int n = 2;
   std::vector<pid_t> pids;
   std::fflush(stdout);
@@ -686,17 +694,21 @@ void expectEnvironmentJob(int port, int controllerFd = -1) {
       setenv("ZEN_SIZE", std::to_string(n).c_str(), 1);
       setenv("ZEN_LOCAL_RANK", std::to_string(rank).c_str(), 1);
       setenv("ZEN_LOCAL_SIZE", std::to_string(n).c_str(), 1);
-      setenv("ZEN_CONTROLLER_ADDR", ("127.0.0.1:" + std::to_string(port)).c_str(), 1);
       setenv("ZEN_SECRET", "from-env", 1);
       setenv("ZEN_TIMEOUT", "20", 1);
-      if (rank == 0 && controllerFd >= 0) {
-        setenv("ZEN_CONTROLLER_FD", std::to_string(controllerFd).c_str(), 1);
-      }
       int code = 0;
-      if (zen_init() != ZEN_OK) {
-        std::fprintf(stderr, "rank %d: zen_init: %s\n", rank, zen_last_error());
-        code = 90;
-      } else {
+      for (size_t round = 0; round < rounds.size() && code == 0; ++round) {
+        const EnvironmentRound& r = rounds[round];
+        setenv("ZEN_CONTROLLER_ADDR", ("127.0.0.1:" + std::to_string(r.port)).c_str(), 1);
+        unsetenv("ZEN_CONTROLLER_FD");
+        if (rank == 0 && r.controllerFd >= 0) {
+          setenv("ZEN_CONTROLLER_FD", std::to_string(r.controllerFd).c_str(), 1);
+        }
+        if (zen_init() != ZEN_OK) {
+          std::fprintf(stderr, "rank %d round %zu: zen_init: %s\n", rank, round, zen_last_error());
+          code = 90;
+          break;
+        }
         std::vector<float> x(3, 1.0f);
         int64_t shape[1] = {3};
         zen_tensor_t t{x.data(), ZEN_FLOAT32, 1, shape};
@@ -715,6 +727,10 @@ void expectEnvironmentJob(int port, int controllerFd = -1) {
   }
   const std::vector<int> codes = reap(pids, 60);
   for (int r = 0; r < n; ++r) EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << "rank " << r;
+}
+
+void expectEnvironmentJob(int port, int controllerFd = -1) {
+  expectEnvironmentJob({EnvironmentRound{port, controllerFd}});
 }
 
 TEST(CApi, InitFromTheEnvironment) {
@@ -755,6 +771,30 @@ TEST(CApi, InitIgnoresAControllerFdThatIsNotTheListener) {
   expectEnvironmentJob(port, file);
   close(file);
   expectEnvironmentJob(freePortPair(), 1000);  // not open at all
+}
+
+// An elastic worker that is rank 0 in every round hands a fresh listening socket each time
+// and keeps its own descriptor open until zen_init returns (nothing else can take the port):
+// each init must take its round's socket, since binding that port would fail. The middle
+// round names the first round's descriptor again: closed by the first runtime (or reused for
+// another file), it is left alone and rank 0 binds its port.
+TEST(CApi, EveryInitTakesItsRoundsControllerSocket) {
+  std::vector<EnvironmentRound> rounds;
+  std::vector<int> listeners;
+  for (int round = 0; round < 3; ++round) {
+    const int port = freePortPair();
+    ASSERT_GT(port, 0);
+    const int listener = round == 1 ? -1 : listenOnLoopback(port);
+    if (round != 1) {
+      ASSERT_GE(listener, 0);
+    }
+    listeners.push_back(listener);
+    rounds.push_back({port, round == 1 ? listeners.front() : listener});
+  }
+  expectEnvironmentJob(rounds);
+  for (int fd : listeners) {
+    if (fd >= 0) close(fd);
+  }
 }
 
 // A C program (compiled as C) running a job of one through zen_init().

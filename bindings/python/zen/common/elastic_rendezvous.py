@@ -26,10 +26,9 @@ _PLACEMENT = (("rank", "ZEN_RANK"), ("size", "ZEN_SIZE"), ("local_rank", "ZEN_LO
               ("local_size", "ZEN_LOCAL_SIZE"), ("cross_rank", "ZEN_CROSS_RANK"),
               ("cross_size", "ZEN_CROSS_SIZE"))
 
-# The generation of the round this process last joined (0: none yet), and whether it handed a
-# listening socket to the library already. Process-wide, as the environment join() writes:
-# one worker per process.
-_joined = {"generation": 0, "fd_handed": False}
+# The generation of the round this process last joined (0: none yet). Process-wide, as the
+# environment join() writes: one worker per process.
+_joined = {"generation": 0}
 
 
 def enabled():
@@ -112,25 +111,14 @@ def join():
         publish = reply.get("publish")
         if publish is not None:
             listener = _listen(publish["bind"])
-            port = listener.getsockname()[1]
-            if _joined["fd_handed"]:
-                # The library adopts a listening socket at its first init in a process only
-                # (bindings/api.h); later it binds the port itself. Freed before the others
-                # learn the port: a peer that connected to this socket would be reset when it
-                # closes, while a refused peer retries until the library listens.
-                listener.close()
-                listener = None
-            json_lines.write(stream, {"op": "publish", "port": port})
+            json_lines.write(stream, {"op": "publish", "port": listener.getsockname()[1]})
             try:
                 reply = _reply(stream, "publish")
             except BaseException:
-                if listener is not None:
-                    listener.close()
+                listener.close()
                 raise
-            if listener is not None:
-                # The library owns the descriptor from here (it closes it at shutdown).
-                os.environ["ZEN_CONTROLLER_FD"] = str(listener.detach())
-                _joined["fd_handed"] = True
+            # The library adopts it at every init (bindings/api.cc) and closes it at shutdown.
+            os.environ["ZEN_CONTROLLER_FD"] = str(listener.detach())
         for key, name in _PLACEMENT:
             os.environ[name] = str(int(reply["placement"][key]))
         os.environ["ZEN_CONTROLLER_ADDR"] = reply["controller"]
