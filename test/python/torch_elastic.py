@@ -10,6 +10,7 @@ order); the reference is that training without zen.
 """
 
 import sys
+import time
 
 import torch
 
@@ -187,6 +188,32 @@ def run_recovers_from_internal_error():
         assert resets == [hvd.size()], resets
         assert steps_run == list(range(7)) + list(range(6, STEPS)), steps_run
         assert_close(got, plain, 0.0)
+
+
+@check
+def post_after_the_job_stopped_is_internal_error():
+    """Once another rank has stopped the job (rank 0's shutdown here; a dead peer alike),
+    posting an operation raises HorovodInternalError, as waiting for one does (horovod.torch's
+    rule), so elastic.run recovers from a failure seen at post time. Then the same world
+    again (shutdown, init)."""
+    if hvd.rank() == 0:
+        hvd.shutdown()
+    else:
+        deadline = time.monotonic() + 20
+        while True:
+            assert time.monotonic() < deadline, "the stop never reached rank %d" % hvd.rank()
+            try:
+                handle = hvd.allreduce_async(torch.ones(2), name="after.stop")
+            except hvd.HorovodInternalError as e:
+                assert "rank 0" in str(e), str(e)
+                break
+            try:
+                hvd.synchronize(handle)
+            except hvd.HorovodInternalError:
+                pass  # failed in flight: the next post sees the stopped daemon
+        hvd.shutdown()
+    hvd.init()
+    assert hvd.allreduce(torch.ones(1), op=hvd.Sum, name="after.init").item() == hvd.size()
 
 
 class ScriptedState(hvd.elastic.TorchState):

@@ -196,6 +196,17 @@ def poll(handle):
     return all(_C.poll(c) for c in entry.c_handles)
 
 
+def _post(enqueue, *args, **kwargs):
+    """Posts an operation through enqueue (_C.*_async). The extension's RuntimeError means the
+    daemon stopped (a failed peer, a shutdown by another rank): it is HorovodInternalError, as
+    horovod.torch raises it, so elastic training recovers from a failure seen when posting as
+    from one seen in synchronize. Bad arguments stay ValueError."""
+    try:
+        return enqueue(*args, **kwargs)
+    except RuntimeError as e:
+        raise HorovodInternalError(str(e)) from e
+
+
 def synchronize(handle):
     """Waits for the operation and returns its result; raises HorovodInternalError (a
     RuntimeError) with the daemon's message when it failed on any rank."""
@@ -298,8 +309,8 @@ def _allreduce_async(tensor, output, name, op, prescale_factor, postscale_factor
         dst = src  # in place on a private copy (cast, contiguous or scaled)
     else:
         dst = torch.empty_like(src)
-    c = _C.allreduce_async(_name("allreduce", name), src, dst, _OPS[op], _stream(src),
-                           process_set=ps_id)
+    c = _post(_C.allreduce_async, _name("allreduce", name), src, dst, _OPS[op], _stream(src),
+              process_set=ps_id)
 
     def finish():
         _release(c)
@@ -409,8 +420,8 @@ def _grouped_allreduce_async(tensors, outputs, name, op, prescale_factor, postsc
         names.append("%s.%d" % (base, i))
         srcs.append(src)
         dsts.append(dst)
-    cs = _C.grouped_allreduce_async(names, srcs, dsts, _OPS[op], _stream(srcs[0]),
-                                    process_set=ps_id)
+    cs = _post(_C.grouped_allreduce_async, names, srcs, dsts, _OPS[op], _stream(srcs[0]),
+               process_set=ps_id)
 
     def finish():
         for c in cs:
@@ -555,8 +566,8 @@ def _sparse_allreduce_async(tensor, full_name, op, dense=False, ps_id=0):
     out = None
     if dense:
         out = torch.empty(shape, dtype=wire_dtype, device=values.device)
-    c = _C.sparse_allreduce_async(full_name, rows, values, num_rows, _OPS[op], out,
-                                  _stream(values), process_set=ps_id)
+    c = _post(_C.sparse_allreduce_async, full_name, rows, values, num_rows, _OPS[op], out,
+              _stream(values), process_set=ps_id)
 
     def finish():
         if dense:
@@ -589,7 +600,8 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     src = _wire(tensor)
     if tensor.dim() == 0:
         raise ValueError("allgather needs a tensor of at least one dimension")
-    c = _C.allgather_async(_name("allgather", name), src, _stream(src), process_set=ps_id)
+    c = _post(_C.allgather_async, _name("allgather", name), src, _stream(src),
+              process_set=ps_id)
 
     def finish():
         gathered = _own(_C.allgather_result(c, src))  # released with this tensor
@@ -665,8 +677,8 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     if tensor.dim() == 0:
         raise ValueError("alltoall needs a tensor of at least one dimension")
     src = _wire(tensor)
-    c = _C.alltoall_async(_name("alltoall", name), src, _splits_list(splits), _stream(src),
-                          process_set=ps_id)
+    c = _post(_C.alltoall_async, _name("alltoall", name), src, _splits_list(splits),
+              _stream(src), process_set=ps_id)
 
     def finish():
         output, received = _C.alltoall_result(c, src)  # released with the output
@@ -738,8 +750,8 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     ps_id = _ps(process_set, "reducescatter")
     op = _op_code(op, None, "reducescatter")
     src, dst = _reducescatter_buffers(tensor, prescale_factor, process_set)
-    c = _C.reducescatter_async(_name("reducescatter", name), src, dst, _OPS[op], _stream(src),
-                               process_set=ps_id)
+    c = _post(_C.reducescatter_async, _name("reducescatter", name), src, dst, _OPS[op],
+              _stream(src), process_set=ps_id)
 
     def finish():
         _release(c)
@@ -761,9 +773,9 @@ def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=glob
     base = _name("grouped_reducescatter", name)
     buffers = [_reducescatter_buffers(t, prescale_factor, process_set) for t in tensors]
     srcs = [src for src, _ in buffers]
-    cs = _C.grouped_reducescatter_async(["%s.%d" % (base, i) for i in range(len(tensors))],
-                                        srcs, [dst for _, dst in buffers], _OPS[op],
-                                        _stream(srcs[0]), process_set=ps_id)
+    cs = _post(_C.grouped_reducescatter_async,
+               ["%s.%d" % (base, i) for i in range(len(tensors))], srcs,
+               [dst for _, dst in buffers], _OPS[op], _stream(srcs[0]), process_set=ps_id)
 
     def finish():
         for c in cs:
@@ -862,8 +874,8 @@ def _broadcast_async(tensor, output, root_rank, name, process_set):
             wire = wire.view(1)
         if wire.data_ptr() == output.data_ptr():
             wire = wire.clone()
-    c = _C.broadcast_async(_name("broadcast", name), wire, root, _stream(wire),
-                           process_set=ps_id)
+    c = _post(_C.broadcast_async, _name("broadcast", name), wire, root, _stream(wire),
+              process_set=ps_id)
 
     def finish():
         _release(c)
@@ -920,7 +932,7 @@ def join(device=-1):
     """This rank has no more data: until every rank has joined it contributes zeros (sparse:
     no rows) to the others' allreduces. Returns the rank that joined last, the same on every
     rank."""
-    c = _C.join_async()
+    c = _post(_C.join_async)
     try:
         _C.wait(c)
     except RuntimeError as e:
@@ -933,7 +945,7 @@ def join(device=-1):
 
 def barrier(process_set=global_process_set):
     """Returns once every rank of process_set (all ranks by default) has called barrier()."""
-    c = _C.barrier_async(process_set=_ps(process_set, "barrier"))
+    c = _post(_C.barrier_async, process_set=_ps(process_set, "barrier"))
     try:
         _C.wait(c)
     except RuntimeError as e:
