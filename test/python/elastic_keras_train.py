@@ -23,6 +23,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
+from elastic_faults import add_fault_arguments, die_once_at, worker_number  # noqa: E402
+
 SAMPLES, FEATURES, GLOBAL_BATCH, EPOCHS = 36, 3, 6, 2
 STEPS = SAMPLES // GLOBAL_BATCH
 
@@ -61,10 +63,6 @@ def reference():
     print("PARAMS " + json.dumps({"params": flat(model), "size": 1}), flush=True)
 
 
-def worker_number():
-    return int(os.environ.get("ZEN_ELASTIC_WORKER", "x/0").rsplit("/", 1)[1])
-
-
 def train(args):
     import zen.tensorflow.keras as hvd
 
@@ -77,12 +75,7 @@ def train(args):
 
     class Die(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):
-            step = state.epoch * STEPS + state.batch
-            if worker_number() == args.die_worker and step == args.die_step:
-                marker = os.path.join(args.marker_dir, "died")
-                if not os.path.exists(marker):
-                    open(marker, "w").close()
-                    os._exit(1)
+            die_once_at(args, state.epoch * STEPS + state.batch)
 
     callbacks = [hvd.elastic.CommitStateCallback(state, batches_per_commit=2), Die(),
                  hvd.elastic.UpdateBatchStateCallback(state),
@@ -105,9 +98,7 @@ def train(args):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--reference", action="store_true")
-    p.add_argument("--die-worker", type=int, default=-1)
-    p.add_argument("--die-step", type=int, default=-1)
-    p.add_argument("--marker-dir", default=".")
+    add_fault_arguments(p)
     args = p.parse_args()
     if args.reference:
         reference()

@@ -24,11 +24,12 @@ the size, and how many steps this process ran.
 
 import argparse
 import json
-import os
 import sys
 import time
 
 import torch
+
+from elastic_faults import add_fault_arguments, die_once_at, worker_number
 
 SAMPLES, FEATURES, GLOBAL_BATCH, EPOCHS, COMMIT_EVERY = 48, 4, 6, 2, 2
 
@@ -73,10 +74,6 @@ def reference():
     print("PARAMS " + json.dumps({"params": flat(model), "size": 1}), flush=True)
 
 
-def worker_number():
-    return int(os.environ.get("ZEN_ELASTIC_WORKER", "x/0").rsplit("/", 1)[1])
-
-
 def train(args):
     import zen.torch as hvd
 
@@ -109,11 +106,7 @@ def train(args):
             local = GLOBAL_BATCH // hvd.size()
             indices = list(state.sampler)
             for i in range(len(indices) // local):
-                if worker_number() == args.die_worker and state.step == args.die_step:
-                    marker = os.path.join(args.marker_dir, "died")
-                    if not os.path.exists(marker):
-                        open(marker, "w").close()
-                        os._exit(1)
+                die_once_at(args, state.step)
                 idx = indices[i * local:(i + 1) * local]
                 state.optimizer.zero_grad()
                 loss_of(state.model, x[idx], y[idx]).backward()
@@ -135,9 +128,7 @@ def train(args):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--reference", action="store_true")
-    p.add_argument("--die-worker", type=int, default=-1)
-    p.add_argument("--die-step", type=int, default=-1)
-    p.add_argument("--marker-dir", default=".")
+    add_fault_arguments(p)
     p.add_argument("--wait-update-at-step", type=int, default=-1)
     args = p.parse_args()
     if args.reference:

@@ -19,7 +19,6 @@ change (a scale-up or -down the test starts on that line), so the change lands a
 
 import argparse
 import json
-import os
 import sys
 import time
 
@@ -27,14 +26,11 @@ import torch
 
 import zen.torch as hvd
 from zen.common import elastic_rendezvous
+from elastic_faults import add_fault_arguments, die_once_at, worker_number
 
 
 class _Interrupt(Exception):
     pass
-
-
-def worker_number():
-    return int(os.environ["ZEN_ELASTIC_WORKER"].rsplit("/", 1)[1])
 
 
 def one_step(step, args):
@@ -49,12 +45,7 @@ def one_step(step, args):
     update = hvd.broadcast_object(update, 0, name=f"pending.{step}")
     if update is not None:
         raise _Interrupt(update)
-    if worker_number() == args.die_worker and step == args.die_step:
-        marker = os.path.join(args.marker_dir, "died")
-        if not os.path.exists(marker):
-            open(marker, "w").close()
-            print(f"DYING worker {worker_number()} at step {step}", flush=True)
-            os._exit(1)
+    die_once_at(args, step)
     t = torch.full((4,), float(hvd.rank() + 1 + step))
     out = hvd.allreduce(t, op=hvd.Sum, name=f"step.{step}")
     n = hvd.size()
@@ -67,9 +58,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--steps", type=int, required=True)
     p.add_argument("--delay", type=float, default=0.05)
-    p.add_argument("--marker-dir", default=".")
-    p.add_argument("--die-worker", type=int, default=-1)
-    p.add_argument("--die-step", type=int, default=-1)
+    add_fault_arguments(p)
     p.add_argument("--wait-pending-step", type=int, action="append", default=[])
     args = p.parse_args()
     hvd.init()

@@ -1,5 +1,6 @@
 """What the pytest drivers that launch real ranks share (test_torch.py, test_tensorflow.py,
-test_deepfm_example.py, test_tf_word_lm_example.py, test_timeline_real.py): the paths, the
+test_deepfm_example.py, test_tf_word_lm_example.py, test_timeline_real.py, the elastic
+tests): the paths, the
 environment the ranks run in, one tools/zenrun launch, and reading back what the ranks
 printed: the check reports of rank_report.py (`[R]<stdout>:ZENTEST {...}`) and rank 0's
 lines (the examples' steps and tables). Needs no framework itself.
@@ -13,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import threading
 
 import pytest
 
@@ -82,6 +84,37 @@ def zenrun(np, python, script, args=(), flags=(), extra_env=(), timeout=240, cwd
     cmd = [ZENRUN, "-np", str(np)] + list(flags) + [python, script] + list(args)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                           env=environment(extra_env), cwd=cwd)
+
+
+def zenrun_streaming(argv, extra_env=(), timeout=240, on_line=None):
+    """tools/zenrun ARGV (its flags, the program and its arguments) in HERE, on_line(line)
+    called on each stdout line as it comes (the elastic tests change hosts on what the ranks
+    print). (exit code, stdout, stderr); past the timeout, an AssertionError with both tails."""
+    proc = subprocess.Popen([ZENRUN] + list(argv), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=environment(extra_env),
+                            cwd=HERE)
+    out, err = [], []
+
+    def read(pipe, into, callback):
+        for line in pipe:
+            into.append(line)
+            if callback is not None:
+                callback(line)
+
+    readers = [threading.Thread(target=read, args=(proc.stdout, out, on_line), daemon=True),
+               threading.Thread(target=read, args=(proc.stderr, err, None), daemon=True)]
+    for reader in readers:
+        reader.start()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise AssertionError("zenrun ran past %d s\n%s\n%s" % (timeout, "".join(out)[-3000:],
+                                                                "".join(err)[-3000:]))
+    for reader in readers:
+        reader.join(10)
+    return proc.returncode, "".join(out), "".join(err)
 
 
 def run_single_process(python, code, extra_env=(), drop=("ZEN_", "OMPI_", "PMI_")):

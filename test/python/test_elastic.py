@@ -12,12 +12,12 @@ import json
 import os
 import re
 import subprocess
-import threading
 import time
 
 import pytest
 
-from rank_jobs import HERE, TORCH_PYTHON, ZENRUN, environment, require_zen_torch
+from rank_jobs import (HERE, TORCH_PYTHON, ZENRUN, environment, require_zen_torch,
+                       zenrun_streaming)
 
 WORKER = os.path.join(HERE, "elastic_worker.py")
 LINE = re.compile(r"^\[(\d+)\]<stdout>:(STEP|DONE) (.*)$")
@@ -28,31 +28,8 @@ ENV = {"ZEN_TIMEOUT": "20", "ZEN_THREADS": "1", "OMP_NUM_THREADS": "1",
 def zenrun(flags, worker_args, timeout=180, on_line=None):
     """Runs zenrun FLAGS python elastic_worker.py WORKER_ARGS; on_line(line) sees each stdout
     line as it comes. Returns (code, stdout, stderr)."""
-    proc = subprocess.Popen([ZENRUN] + flags + [TORCH_PYTHON, WORKER] + worker_args,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=environment(ENV), cwd=HERE)
-    out, err = [], []
-
-    def read(pipe, into, callback):
-        for line in pipe:
-            into.append(line)
-            if callback:
-                callback(line)
-
-    readers = [threading.Thread(target=read, args=(proc.stdout, out, on_line), daemon=True),
-               threading.Thread(target=read, args=(proc.stderr, err, None), daemon=True)]
-    for t in readers:
-        t.start()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise AssertionError("zenrun ran past %d s\n%s\n%s" % (timeout, "".join(out)[-3000:],
-                                                                "".join(err)[-3000:]))
-    for t in readers:
-        t.join(10)
-    return proc.returncode, "".join(out), "".join(err)
+    return zenrun_streaming(list(flags) + [TORCH_PYTHON, WORKER] + list(worker_args), ENV,
+                            timeout, on_line)
 
 
 def step_lines(stdout):

@@ -12,12 +12,11 @@ import json
 import os
 import re
 import subprocess
-import threading
 
 import pytest
 
-from rank_jobs import (HERE, TF_ENV, TF_PYTHON, TORCH_PYTHON, ZENRUN, environment,
-                       require_zen_tensorflow, require_zen_torch)
+from rank_jobs import (HERE, TF_ENV, TF_PYTHON, TORCH_PYTHON, environment,
+                       require_zen_tensorflow, require_zen_torch, zenrun_streaming)
 
 require_zen_torch()
 
@@ -32,31 +31,8 @@ TOLERANCE = 1e-12  # the ranks sum a global batch's gradient in another order th
 def launch(flags, args, on_line=None, timeout=240, program=(TORCH_PYTHON, SCRIPT), env=()):
     """zenrun FLAGS program ARGS, on_line(line) called on each stdout line as it comes; (exit
     code, stdout, stderr)."""
-    proc = subprocess.Popen([ZENRUN] + flags + list(program) + args,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=environment(dict(ENV, **dict(env))), cwd=HERE)
-    out, err = [], []
-
-    def read(pipe, into, callback):
-        for line in pipe:
-            into.append(line)
-            if callback is not None:
-                callback(line)
-
-    readers = [threading.Thread(target=read, args=(proc.stdout, out, on_line), daemon=True),
-               threading.Thread(target=read, args=(proc.stderr, err, None), daemon=True)]
-    for reader in readers:
-        reader.start()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        raise AssertionError("zenrun ran past %d s\n%s\n%s" % (timeout, "".join(out)[-3000:],
-                                                                "".join(err)[-3000:]))
-    for reader in readers:
-        reader.join(10)
-    return proc.returncode, "".join(out), "".join(err)
+    return zenrun_streaming(list(flags) + list(program) + list(args), dict(ENV, **dict(env)),
+                            timeout, on_line)
 
 
 def run_reference(program, env=()):
