@@ -56,7 +56,6 @@ Failure mismatch(const char* what,
 Failure step(Runtime& rt, int me, int32_t pair, int32_t trio, int s) {
   const std::vector<int32_t> pairRanks = rt.processSetRanks(pair);
   const std::vector<int32_t> trioRanks = {1, 2, 3};
-  const int pairRank = me % 2;
   const bool inTrio = me != 0;
   const int trioRank = me - 1;
   constexpr int64_t kLen = 6;
