@@ -15,6 +15,7 @@ import socket
 import sys
 
 from zen.common import json_lines
+from zen.common.controller_socket import controller_listener
 
 RENDEZVOUS_VARIABLE = "ZEN_ELASTIC_RENDEZVOUS"
 WORKER_VARIABLE = "ZEN_ELASTIC_WORKER"
@@ -86,20 +87,6 @@ def _reply(stream, what):
         return reply
 
 
-def _listen(bind):
-    """Rank 0's controller socket on a free port of `bind`; the library adopts it
-    (ZEN_CONTROLLER_FD), so nothing else can take the port between here and zen_init."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((bind, 0))
-        s.listen(socket.SOMAXCONN)
-    except OSError:
-        s.close()
-        raise
-    return s
-
-
 def join():
     """Joins the next round: blocks until zenrun forms it, then sets this worker's ZEN_RANK...
     variables in os.environ. RuntimeError on timeout or refusal; SystemExit(0) when the job is
@@ -110,7 +97,7 @@ def join():
         os.environ.pop("ZEN_CONTROLLER_FD", None)  # this round's rank 0 may be another worker
         publish = reply.get("publish")
         if publish is not None:
-            listener = _listen(publish["bind"])
+            listener = controller_listener(publish["bind"])
             json_lines.write(stream, {"op": "publish", "port": listener.getsockname()[1]})
             try:
                 reply = _reply(stream, "publish")

@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 
+from zen.common.controller_socket import controller_listener
 from zen.runner import hosts as hostlib
 from zen.runner.output import is_ready_line
 from zen.runner.rank_wrapper import WRAPPER
@@ -28,21 +29,6 @@ from zen.runner.supervisor import Supervisor, describe_ranks, signal_name
 # Not forwarded to remote hosts: describe this machine or this shell, not the job.
 _LOCAL_ONLY = re.compile(r"^(HOSTNAME|PWD|OLDPWD|SHLVL|_|DISPLAY|XAUTHORITY|TERM|TERMCAP|"
                          r"MAIL|LS_COLORS|SSH_.*|BASH_FUNC_.*|XDG_.*|DBUS_.*)$")
-
-
-def controller_listener(bind_host="127.0.0.1"):
-    """A socket listening on a free port. zenrun holds it from choosing the port until rank 0
-    has it (ZEN_CONTROLLER_FD, inherited), so no other process can take the port in between;
-    rank 0's library accepts on it instead of binding the port (ops/tcp_transport.h)."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind((bind_host, 0))
-        s.listen(socket.SOMAXCONN)
-    except OSError:
-        s.close()
-        raise
-    return s
 
 
 def controller_addr(args, slots):
