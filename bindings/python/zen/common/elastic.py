@@ -26,22 +26,11 @@ Where this differs from Horovod, on purpose:
 
 import copy
 import functools
-import importlib.util
 
+from zen.common import elastic_rendezvous
 from zen.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
 __all__ = ["HorovodInternalError", "HostsUpdatedInterrupt", "ObjectState", "State", "run_fn"]
-
-_RENDEZVOUS = "zen.common.elastic_rendezvous"
-
-
-def _rendezvous():
-    """The launcher's client module, or None where this package has none (a build without
-    elastic zenrun): then no update is ever pending. Its own import errors propagate."""
-    if importlib.util.find_spec(_RENDEZVOUS) is None:
-        return None
-    return importlib.import_module(_RENDEZVOUS)
-
 
 class State:
     """State kept in memory across resets of the job (Horovod's State).
@@ -94,8 +83,7 @@ class State:
         """Rank 0's question to the launcher: None, or (generation, removed_only) when it
         recorded a change after the round this worker joined
         (zen.common.elastic_rendezvous.pending_update). A hook: tests override it."""
-        rendezvous = _rendezvous()
-        return None if rendezvous is None else rendezvous.pending_update()
+        return elastic_rendezvous.pending_update()
 
     def save(self):
         """Saves the state in host memory."""
