@@ -1,9 +1,10 @@
 """zenrun's elastic mode across hosts that are network namespaces (netns_hosts.bridged: zenrun
 in the root namespace, reached over a bridge at --rendezvous-addr): a worker killed mid-job
 and the survivors on both hosts finishing, and a discovery script's scale-up onto the second
-host; every step's allreduce checked (test_elastic.check_steps), and every round's rank 0
-listening on its own namespace's address (ZEN_CONTROLLER_ADDR), not loopback nor this
-machine's name.
+host, and a job whose rank 0 runs in the root namespace; every step's allreduce checked
+(test_elastic.check_steps), and every round's rank 0 listening on its own address toward
+zenrun (ZEN_CONTROLLER_ADDR: its namespace's, or --rendezvous-addr in the root namespace), not
+loopback nor this machine's name.
 
 Run: /usr/bin/python3 -m pytest -q -rs test/python/test_elastic_netns.py   (root; after
 tools/build-python; also CTest: python_elastic_netns). Skipped, saying why, where namespaces
@@ -80,3 +81,15 @@ def test_discovery_scales_up_onto_the_second_host(hosts, tmp_path):
     assert f"hosts now {a}:2,{b}:2" in err, err
     assert out.count("RESET at step 3: _Interrupt (2, False)") == 2, out
     assert _controllers(out) == {2: {hosts.addrs[a]}, 4: {hosts.addrs[a]}}, out
+
+
+def test_local_rank0_listens_on_the_rendezvous_address(hosts):
+    # Worker 0 runs in the root namespace: it dials --rendezvous-addr too, so as rank 0 it
+    # listens there, where the worker in the namespace reaches it (not on loopback).
+    _, b = hosts.names
+    code, out, err = zenrun(["-np", "2", "--min-np", "2", "-H", f"localhost:1,{b}:1"]
+                            + _flags(hosts), ["--steps", "4"], timeout=120)
+    assert code == 0, out[-3000:] + err[-3000:]
+    done = check_steps(out, [2] * 4, [[0, 1]] * 4, err)
+    assert sorted(done) == [0, 1], done
+    assert _controllers(out) == {2: {hosts.root_addr}}, out
