@@ -1,11 +1,13 @@
 """Hosts that are network namespaces on this machine, for the multi-host launcher tests
 (test_zenrun.py, test_elastic_netns.py). Needs root and iproute2; a test that cannot create
-them skips, saying why (pytest -rs shows it; CTest reports the test as skipped).
+them skips, saying why (pytest -rs shows it; CTest reports python_elastic_netns as skipped).
 
 bridged(tag, count): `count` namespaces, each with a veth whose other end is a port of a bridge
 in the root namespace that holds 10.215.S.1/24 (zenrun's address for the workers); namespace i
-has 10.215.S.(i+2). S and the names derive from tag (the test process's pid), so tests running
-in parallel (ctest -j) do not collide. Everything is deleted afterwards, also on a failure.
+has 10.215.S.(i+2). The names derive from tag (the test process's pid) and S is the first
+subnet from tag on that this machine does not use, so tests running in parallel (ctest -j,
+another build directory's run) do not collide. Everything is deleted afterwards, also on a
+failure.
 """
 
 import contextlib
@@ -26,9 +28,20 @@ class Bridged:
         self.addrs = addrs  # {namespace: its address}
 
 
+def _free_subnet(tag):
+    """10.215.S. with S from tag on, skipping those this machine already has (another test
+    run's bridge: its routes would take our packets)."""
+    used = ip("-o", "-4", "addr", "show", check=False).stdout
+    for k in range(250):
+        subnet = f"10.215.{(tag + k) % 250}."
+        if f" {subnet}" not in used:
+            return subnet
+    pytest.skip("every 10.215.S.0/24 subnet is in use on this machine")
+
+
 @contextlib.contextmanager
 def bridged(tag, count):
-    subnet = f"10.215.{tag % 250}."
+    subnet = _free_subnet(tag)
     bridge = f"zeb{tag}"
     names = [f"zen{tag}h{i}" for i in range(count)]
     probe = ip("netns", "add", names[0], check=False)
