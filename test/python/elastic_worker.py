@@ -7,7 +7,8 @@ minimal retry loop in place of zen.torch.elastic (Horovod's run/State, another m
 Committed state: the next step. Each step: rank 0 asks pending_update() and broadcasts the
 answer (a pending update ends the round at this commit, as State.check_host_updates does);
 then one Sum allreduce of rank+1+step (4 floats), printed as one line
-`STEP {...}` with the sum the ranks' placement predicts; then the step is committed. On
+`STEP {...}` with the sum the ranks' placement predicts and the round's ZEN_CONTROLLER_ADDR
+(where rank 0 listens); then the step is committed. On
 HorovodInternalError (a peer died) or a pending update: shutdown(), init() (the rendezvous
 join), rank 0's committed step broadcast, continue.
 
@@ -19,6 +20,7 @@ change (a scale-up or -down the test starts on that line), so the change lands a
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -51,7 +53,8 @@ def one_step(step, args):
     n = hvd.size()
     print("STEP " + json.dumps({"step": step, "rank": hvd.rank(), "size": n,
                                 "worker": worker_number(), "sum": out.tolist(),
-                                "expect": n * (n + 1) / 2 + n * step}), flush=True)
+                                "expect": n * (n + 1) / 2 + n * step,
+                                "controller": os.environ["ZEN_CONTROLLER_ADDR"]}), flush=True)
 
 
 def main():

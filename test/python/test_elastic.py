@@ -182,6 +182,10 @@ def test_reset_limit_exceeded_fails(zen_torch, tmp_path):
     (["--max-np", "2"], "an elastic job needs -np or --min-np"),
     (["-np", "2", "--min-np", "1", "--controller-addr", "127.0.0.1"],
      "--controller-addr does not apply to elastic jobs"),
+    (["-np", "2", "--min-np", "1", "--rendezvous-addr", "10.0.0.1:4000"],
+     "--rendezvous-addr '10.0.0.1:4000': expected HOST (a name or IPv4 address, no port"),
+    (["-np", "2", "--rendezvous-addr", "10.0.0.1"], "--rendezvous-addr applies to elastic jobs "
+     "only"),
     (["-np", "2", "--host-discovery-script", "/nonexistent"],
      "--host-discovery-script '/nonexistent' is not an executable file"),
     (["-np", "2", "-H", "localhost:2", "--host-discovery-script", "/bin/true"],

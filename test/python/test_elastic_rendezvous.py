@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 
 from zen.common import json_lines  # noqa: E402
 from zen.runner import discovery  # noqa: E402
-from zen.runner.elastic_rounds import Rounds, placements  # noqa: E402
+from zen.runner.elastic_rounds import Rounds, controller_address, placements  # noqa: E402
 from zen.runner.rendezvous_server import RendezvousServer  # noqa: E402
 
 SECRET = "s3cret"
@@ -133,6 +133,21 @@ def test_placements_count_local_and_cross_ranks_as_horovod():
     assert [p[x]["local_size"] for x in "abcde"] == [2, 2, 2, 2, 1]
     assert [p[x]["cross_rank"] for x in "abcde"] == [0, 1, 0, 1, 2]
     assert [p[x]["cross_size"] for x in "abcde"] == [3, 3, 2, 2, 3]
+
+
+def test_rank0_listens_where_its_join_came_from():
+    # All on this machine: loopback. A remote member: rank 0's address toward zenrun (a
+    # namespace's interface; its host name would not resolve there), else for a join from
+    # loopback or of unknown origin every interface and a name.
+    assert controller_address(["localhost", "127.0.0.1"], "localhost", "127.0.0.1") == \
+        ("127.0.0.1", "127.0.0.1")
+    assert controller_address(["ns0", "ns1"], "ns1", "10.215.7.3") == ("10.215.7.3",
+                                                                      "10.215.7.3")
+    assert controller_address(["localhost", "ns1"], "localhost", "10.215.7.1") == \
+        ("10.215.7.1", "10.215.7.1")
+    assert controller_address(["ns0", "ns1"], "ns0", None) == ("0.0.0.0", "ns0")
+    assert controller_address(["localhost", "ns1"], "localhost", "127.0.0.1") == \
+        ("0.0.0.0", socket.gethostname())
 
 
 def test_survivors_keep_their_order_before_new_workers(book_factory):

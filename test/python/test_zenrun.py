@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 
 from zen.runner import hosts as hostlib  # noqa: E402
 from zen.runner.mpi_run import TagParser  # noqa: E402
+from netns_hosts import ip as _ip  # noqa: E402
 
 LINE = re.compile(r"^\[(\d+)\]<(stdout|stderr)>:(.*)$")
 KNOB_FLAGS = ["--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5", "--cache-capacity", "512",
@@ -412,11 +413,6 @@ def test_ranks_do_not_outlive_a_killed_zenrun(tmp_path):
 
 
 # -- many hosts: two network namespaces ---------------------------------------------------
-
-def _ip(*args, check=True):
-    return subprocess.run(["ip"] + list(args), capture_output=True, text=True, timeout=10,
-                          check=check)
-
 
 @pytest.fixture(scope="module")
 def netns_hosts():

@@ -65,6 +65,11 @@ examples:
   zenrun -np 4 -H ns0:2,ns1:2 --launch-command 'ip netns exec {host} sh -c' \\
          --controller-addr 10.213.0.1 python3 train.py
 
+  # elastic on namespace hosts: workers dial zenrun at 10.215.0.1 (its end of their link);
+  # each round's rank 0 listens on its own address toward zenrun
+  zenrun -np 2 --min-np 2 --max-np 4 -H ns0:2,ns1:2 --rendezvous-addr 10.215.0.1 \\
+         --launch-command 'ip netns exec {host} sh -c' python3 train.py
+
 environment:
   ZENRUN_LAUNCH_COMMAND   default of --launch-command
   ZENRUN_START_TIMEOUT    default of --start-timeout
@@ -247,6 +252,12 @@ def build_parser():
                          type=_number("--reset-limit", lo=0, integer=True),
                          help="the job fails when the workers change more often (default "
                          "no limit)")
+    elastic.add_argument("--rendezvous-addr", metavar="HOST",
+                         help="the address of this machine that every worker dials to reach "
+                         "zenrun's rendezvous (a free port is added; default 127.0.0.1 for "
+                         "local workers, this machine's host name for remote ones); rank 0 "
+                         "of each round listens on the address its rendezvous connection came "
+                         "from")
     elastic.add_argument("--blacklist-on-failure", dest="blacklist", action="store_true",
                          default=True,
                          help="start no new worker on a host where one failed (default)")
@@ -326,6 +337,9 @@ def _check_elastic(p, args):
     if not args.elastic:
         if args.num_proc is None:
             p.error("the following arguments are required: -np/--num-proc")
+        if args.rendezvous_addr is not None:
+            p.error("--rendezvous-addr applies to elastic jobs only (--min-np, --max-np, "
+                    "--host-discovery-script); a fixed-size job's ranks dial --controller-addr")
         return
     if args.mode == "mpi":
         p.error("--mpi cannot run an elastic job (--min-np, --max-np, "
@@ -333,7 +347,12 @@ def _check_elastic(p, args):
                 "Gloo only")
     if args.controller_addr is not None:
         p.error("--controller-addr does not apply to elastic jobs: rank 0 of every round "
-                "listens on a free port of its own")
+                "listens on a free port of its own address toward zenrun; --rendezvous-addr "
+                "HOST names the address workers dial to reach zenrun")
+    if args.rendezvous_addr is not None and (not args.rendezvous_addr or
+                                             ":" in args.rendezvous_addr):
+        p.error(f"--rendezvous-addr '{args.rendezvous_addr}': expected HOST (a name or IPv4 "
+                f"address, no port: zenrun's rendezvous listens on a free port)")
     script = args.host_discovery_script
     if script is not None:
         if args.hosts or args.hostfile:

@@ -70,8 +70,8 @@ class ElasticDriver(Supervisor):
 
     # -- starting ------------------------------------------------------------------------
     def start(self, hosts):
-        remote = self.args.host_discovery_script or any(not hostlib.is_local(h.name)
-                                                         for h in hosts)
+        remote = (self.args.host_discovery_script or self.args.rendezvous_addr
+                  or any(not hostlib.is_local(h.name) for h in hosts))
         self.server = RendezvousServer(self.rounds, self.secret,
                                        "0.0.0.0" if remote else "127.0.0.1")
         self._set_hosts(hosts)
@@ -130,9 +130,11 @@ class ElasticDriver(Supervisor):
         self.started += 1
         wid = f"{host}/{slot}/{index}"
         env = dict(self.base_env)
-        env.update({"ZEN_ELASTIC_RENDEZVOUS": self.server.address(
-            advertised_host(host, hostlib.is_local)), "ZEN_ELASTIC_WORKER": wid,
-            "ZEN_SECRET": self.secret})
+        # Local workers dial --rendezvous-addr too: a local rank 0 then listens on that
+        # address, which the remote workers reach, not on loopback.
+        dial = self.args.rendezvous_addr or advertised_host(host, hostlib.is_local)
+        env.update({"ZEN_ELASTIC_RENDEZVOUS": self.server.address(dial),
+                    "ZEN_ELASTIC_WORKER": wid, "ZEN_SECRET": self.secret})
         flags = ["--rank", str(index)] + wrapper_flags(self.args, self.token)
         argv, stdin_data, launch_env = start_command(self.args, host, flags, env, self.base_env)
         self.host_of[index] = host

@@ -18,9 +18,12 @@ round trains: the others join when they see the update at their next commit.
 Rank order in a round: the workers of earlier rounds keep their relative order (so rank 0
 holds committed state whenever a worker that held it survives), then new workers by
 (host order, slot). Rank 0 is told to listen on a free port and publish it; the other
-members' joins return once it did, with ZEN_CONTROLLER_ADDR.
+members' joins return once it did, with ZEN_CONTROLLER_ADDR. Rank 0 listens on the address
+its join came from (its interface toward zenrun, which the other hosts reach too) unless
+every member is on this machine (loopback) or that address is loopback (the host name).
 """
 
+import ipaddress
 import socket
 import threading
 import time
@@ -50,6 +53,7 @@ class Join:
     worker: str
     reply: Optional[dict] = None
     round: Optional["Round"] = None  # rank 0: the round it must publish its port for
+    peer: Optional[str] = None  # the address the request came from (None: unknown)
 
 
 @dataclass
@@ -86,11 +90,15 @@ def placements(members):
     return out
 
 
-def controller_address(host_names, rank0_host):
-    """(bind, advertise) for rank 0's listener: loopback when every member is on this machine,
-    else every interface and rank 0's host name."""
+def controller_address(host_names, rank0_host, rank0_peer=None):
+    """(bind, advertise) for rank 0's listener: loopback when every member is on this machine;
+    else the address rank 0's join came from (a host's name may not resolve, or not to the
+    address the others reach: a network namespace shares the machine's name); else, for a
+    join from loopback or of unknown origin, every interface and rank 0's host name."""
     if all(hostlib.is_local(h) for h in host_names):
         return "127.0.0.1", "127.0.0.1"
+    if rank0_peer is not None and not ipaddress.ip_address(rank0_peer).is_loopback:
+        return rank0_peer, rank0_peer
     if hostlib.is_local(rank0_host):
         return "0.0.0.0", socket.gethostname()
     return "0.0.0.0", rank0_host
@@ -179,10 +187,11 @@ class Rounds:
             return self._rounds
 
     # -- the workers' side -----------------------------------------------------------------
-    def join(self, worker_id, heartbeat=None, heartbeat_seconds=5.0):
+    def join(self, worker_id, heartbeat=None, heartbeat_seconds=5.0, peer=None):
         """Blocks until worker_id's next round forms (or the job ends); returns the Join, whose
         reply is the answer. heartbeat(): called about every heartbeat_seconds while waiting;
-        an OSError from it (the worker went away) drops the join and is raised."""
+        an OSError from it (the worker went away) drops the join and is raised. peer: the
+        address the request came from (rank 0 listens there)."""
         with self._cond:
             immediate = self._refusal(worker_id)
             if immediate is not None:
@@ -191,7 +200,7 @@ class Rounds:
             old = self._waiting.pop(worker_id, None)
             if old is not None:
                 old.reply = {"error": f"worker {worker_id} joined again"}
-            join = Join(worker_id)
+            join = Join(worker_id, peer=peer)
             self._waiting[worker_id] = join
             if self._opened_at is None and (w.round_seq > 0 or not self._round_running()):
                 self._opened_at = self._clock()
@@ -340,7 +349,8 @@ class Rounds:
         members = sorted(members, key=lambda w: (0, -w.round_seq, w.rank) if w.round_seq
                          else (1, 0, 0) + w.order)
         self._rounds += 1
-        bind, advertise = controller_address([w.host for w in members], members[0].host)
+        bind, advertise = controller_address([w.host for w in members], members[0].host,
+                                             self._waiting[members[0].id].peer)
         round_ = Round(self._rounds, self._generation, [w.id for w in members],
                        placements(members), bind, advertise, self._clock())
         for w in members:

@@ -57,8 +57,10 @@ class _Handler(socketserver.StreamRequestHandler):
 
     def _join(self, worker):
         rounds = self.server.rounds
+        # The address the join came from is the worker's own on its way to zenrun: where
+        # it listens and what the others dial when it is rank 0.
         join = rounds.join(worker, heartbeat=lambda: self._send({"wait": True}),
-                           heartbeat_seconds=HEARTBEAT_SECONDS)
+                           heartbeat_seconds=HEARTBEAT_SECONDS, peer=self.client_address[0])
         self._send(join.reply)
         if join.round is None or "publish" not in join.reply:
             return
