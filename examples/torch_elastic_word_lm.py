@@ -126,38 +126,43 @@ def train(args, samples, vocab_size):
     @hvd.elastic.run
     def loop(state):
         clock.synced = time.time()
-        if args.batch % hvd.size():
-            raise ValueError("--batch %d does not divide by %d ranks" % (args.batch, hvd.size()))
-        local = args.batch // hvd.size()
-        while state.step < args.steps:
-            indices = list(state.sampler)
-            for i in range(len(indices) // local):
-                if state.step == args.steps:
-                    return
-                die_if_asked(args, state.step + 1)
-                try:
-                    loss, seconds = step(state, samples[indices[i * local:(i + 1) * local]],
-                                         args)
-                except hvd.elastic.HorovodInternalError:
-                    clock.on_error()
-                    raise
-                state.sampler.record_batch(i, local)
-                state.step += 1
-                clock.steps.append(seconds)
-                if hvd.rank() == 0 and clock.error is not None:
-                    clock.report_recovery(state.step)
-                if hvd.rank() == 0 and (state.step % args.print_every == 0 or state.step == 1):
-                    print("[elastic] step %4d  loss %.6f  ranks %d" %
-                          (state.step, loss, hvd.size()), flush=True)
-                if state.step % args.commit_every == 0:
-                    clock.commit(state)
-            state.epoch += 1
-            state.sampler.set_epoch(state.epoch)
-            clock.commit(state)
+        try:
+            epochs(state, args, samples, clock)
+        except hvd.elastic.HorovodInternalError:
+            clock.on_error()  # for the recovery's report; run restores and resets
+            raise
 
     loop(state)
     report(state, clock)
     hvd.shutdown()
+
+
+def epochs(state, args, samples, clock):
+    """Trains from state's epoch and step to args.steps, committing every args.commit_every
+    steps and at each epoch's end."""
+    if args.batch % hvd.size():
+        raise ValueError("--batch %d does not divide by %d ranks" % (args.batch, hvd.size()))
+    local = args.batch // hvd.size()
+    while state.step < args.steps:
+        indices = list(state.sampler)
+        for i in range(len(indices) // local):
+            if state.step == args.steps:
+                return
+            die_if_asked(args, state.step + 1)
+            loss, seconds = step(state, samples[indices[i * local:(i + 1) * local]], args)
+            state.sampler.record_batch(i, local)
+            state.step += 1
+            clock.steps.append(seconds)
+            if hvd.rank() == 0 and clock.error is not None:
+                clock.report_recovery(state.step)
+            if hvd.rank() == 0 and (state.step % args.print_every == 0 or state.step == 1):
+                print("[elastic] step %4d  loss %.6f  ranks %d" % (state.step, loss, hvd.size()),
+                      flush=True)
+            if state.step % args.commit_every == 0:
+                clock.commit(state)
+        state.epoch += 1
+        state.sampler.set_epoch(state.epoch)
+        clock.commit(state)
 
 
 def step(state, batch, args):
