@@ -1,8 +1,8 @@
-"""What the examples (torch_word_lm.py, tf_word_lm.py, torch_deepfm.py) share and need no
-framework for: the --schemes list (one daemon start per scheme), whether this process is
-rank 0, and the daemon's stats (zen.torch.stats() / zen.tensorflow.stats(), a dict) read as
-communication time and bytes per step, with the word-LM examples' table. Standard library
-only."""
+"""What the examples (torch_word_lm.py, tf_word_lm.py, torch_elastic_word_lm.py,
+torch_deepfm.py) share and need no framework for: the --schemes list (one daemon start per
+scheme), whether this process is rank 0, and the daemon's stats (zen.torch.stats() /
+zen.tensorflow.stats(), a dict) read as communication time and bytes per step, with the
+word-LM examples' options, text and table. Standard library only."""
 
 import argparse
 import os
@@ -44,20 +44,30 @@ def word_lm_setup(description, add_arguments=None):
         add_arguments(parser)
     parser.add_argument("--schemes", default="zen,hc,agsparse,blocks,dense",
                         help="comma-separated ZEN_SCHEME values to compare")
+    add_word_lm_arguments(parser)
+    args = parser.parse_args()
+    schemes = scheme_list(parser, args)
+    return (args, schemes) + word_lm_text(args)
+
+
+def add_word_lm_arguments(parser, batch=8, batch_help="streams per rank"):
+    """The model's, the text's and the training's options every word-LM example has."""
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--vocab", type=int, default=10000)
     parser.add_argument("--dim", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=64)
-    parser.add_argument("--batch", type=int, default=8, help="streams per rank")
+    parser.add_argument("--batch", type=int, default=batch, help=batch_help)
     parser.add_argument("--bptt", type=int, default=20)
     parser.add_argument("--lr", type=float, default=2.0)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--print-every", type=int, default=10)
     parser.add_argument("--corpus", default=FORTUNES)
-    args = parser.parse_args()
-    schemes = scheme_list(parser, args)
+
+
+def word_lm_text(args):
+    """(the corpus's tokens, the frequency-sorted vocabulary {word: id}) of args."""
     tokens = read_corpus(args.corpus)
-    return args, schemes, tokens, build_vocab(tokens, args.vocab)
+    return tokens, build_vocab(tokens, args.vocab)
 
 
 def word_lm_result(scheme, stats, emb, steps, loss, seconds, rows):

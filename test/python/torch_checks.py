@@ -732,7 +732,9 @@ def broadcast_parameters_and_optimizer_state():
         model = Net()
         hvd.broadcast_parameters(params_of(model), root_rank=0)
         assert all(gathered_equal(p) for p in model.parameters())
+    # SGD without momentum: torch 1.13 keeps momentum_buffer None in its state.
     opts = [lambda ps: torch.optim.SGD(ps, lr=0.1 * (rank + 1), momentum=0.9),
+            lambda ps: torch.optim.SGD(ps, lr=0.1 * (rank + 1)),
             lambda ps: torch.optim.Adam(ps, lr=0.01 * (rank + 1)),
             lambda ps: torch.optim.Adagrad(ps, lr=0.01 * (rank + 1)),
             lambda ps: torch.optim.RMSprop(ps, lr=0.01 * (rank + 1))]
@@ -753,7 +755,7 @@ def broadcast_parameters_and_optimizer_state():
             for value in state.values():
                 if torch.is_tensor(value):
                     assert gathered_equal(value), type(opt)
-                else:
+                elif value is not None:
                     assert gathered_equal(torch.tensor([float(value)]))
     # A fresh optimizer (no state yet), wrapped, with a sparse embedding.
     torch.manual_seed(rank)

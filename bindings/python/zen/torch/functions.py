@@ -130,6 +130,8 @@ def broadcast_optimizer_state(optimizer, root_rank, model=None, prefix="optimize
                 continue
             param_state = state_dict["state"][pid]
             for name, p in sorted(param_state.items()):
+                if p is None:
+                    continue  # SGD without momentum keeps momentum_buffer None: nothing to send
                 occurrences[name] += 1
                 key = "%s.%d" % (str(name), occurrences[name])
                 if not torch.is_tensor(p):
