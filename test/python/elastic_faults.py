@@ -1,11 +1,13 @@
 """What the programs of the elastic tests share (elastic_worker.py, elastic_train.py,
-elastic_keras_train.py): the worker's number, and the one failure they inject.
+elastic_keras_train.py): the worker's number, the one failure they inject, and the training
+programs' command line (--reference: one process without zen).
 
 --die-worker I --die-step K --marker-dir D: worker number I (from ZEN_ELASTIC_WORKER, which
 zenrun's elastic mode sets) exits 1 right before step K, once: a marker file in D says it
 happened, so the worker that replaces it, or a step run again after a restore, goes on.
 """
 
+import argparse
 import os
 
 
@@ -31,3 +33,19 @@ def die_once_at(args, step):
     open(marker, "w").close()
     print(f"DYING worker {worker_number()} at step {step}", flush=True)
     os._exit(1)
+
+
+def training_main(reference, train, add_arguments=None):
+    """A training program's main: `--reference` runs reference() (one process, no zen), else
+    train(args) with the fault arguments and add_arguments(parser)'s. Returns 0."""
+    p = argparse.ArgumentParser()
+    p.add_argument("--reference", action="store_true")
+    add_fault_arguments(p)
+    if add_arguments is not None:
+        add_arguments(p)
+    args = p.parse_args()
+    if args.reference:
+        reference()
+    else:
+        train(args)
+    return 0

@@ -14,7 +14,6 @@ process's step. A resumed epoch fits its remaining batches (from state.batch) in
 Prints `PARAMS {...}` (float.hex) at the end, and `RESET <size>` per reset.
 """
 
-import argparse
 import json
 import os
 import sys
@@ -23,7 +22,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from elastic_faults import add_fault_arguments, die_once_at, worker_number  # noqa: E402
+from elastic_faults import die_once_at, training_main, worker_number  # noqa: E402
 
 SAMPLES, FEATURES, GLOBAL_BATCH, EPOCHS = 36, 3, 6, 2
 STEPS = SAMPLES // GLOBAL_BATCH
@@ -95,17 +94,5 @@ def train(args):
                                   "worker": worker_number()}), flush=True)
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--reference", action="store_true")
-    add_fault_arguments(p)
-    args = p.parse_args()
-    if args.reference:
-        reference()
-    else:
-        train(args)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(training_main(reference, train))

@@ -22,14 +22,13 @@ Prints `RESET <size>` per reset and, at the end, `PARAMS {...}`: the parameters 
 the size, and how many steps this process ran.
 """
 
-import argparse
 import json
 import sys
 import time
 
 import torch
 
-from elastic_faults import add_fault_arguments, die_once_at, worker_number
+from elastic_faults import die_once_at, training_main, worker_number
 
 SAMPLES, FEATURES, GLOBAL_BATCH, EPOCHS, COMMIT_EVERY = 48, 4, 6, 2, 2
 
@@ -125,18 +124,6 @@ def train(args):
                                   "worker": worker_number(), "steps": len(ran)}), flush=True)
 
 
-def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--reference", action="store_true")
-    add_fault_arguments(p)
-    p.add_argument("--wait-update-at-step", type=int, default=-1)
-    args = p.parse_args()
-    if args.reference:
-        reference()
-    else:
-        train(args)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(training_main(reference, train, lambda p: p.add_argument(
+        "--wait-update-at-step", type=int, default=-1)))

@@ -177,10 +177,6 @@ class Rounds:
                 self._failed = message
             self._end_all({"error": message})
 
-    def live_count(self):
-        with self._cond:
-            return sum(1 for w in self._workers.values() if w.live)
-
     @property
     def rounds_formed(self):
         with self._cond:
