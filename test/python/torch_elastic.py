@@ -306,6 +306,42 @@ def sampler_sync_merges_recorded_indices():
     assert left == set(dataset) - merged and len(sampler) == -(-len(left) // hvd.size())
 
 
+@check
+def sampler_indices_merged_at_commit_for_removal_reset():
+    """Each rank records its own indices (record_indices) and commits; a reset that only
+    removed workers skips the sync, yet every rank re-shards the same remaining indices and
+    the shards split them exactly (they overlapped and missed indices while the merge ran only
+    at the sync)."""
+    dataset = list(range(37))
+    sampler = hvd.elastic.ElasticSampler(dataset, shuffle=True, seed=5)
+    sampler.set_epoch(1)
+    answers = [None, (7, True)]
+    state = ScriptedState(answers if hvd.rank() == 0 else [], sampler=sampler, commits=0)
+    processed = []
+
+    @hvd.elastic.run
+    def train(state):
+        while state.commits < len(answers):
+            mine = state.sampler.get_indices(state.commits, 2)
+            processed.extend(mine)
+            state.sampler.record_indices(mine)
+            state.commits += 1
+            state.commit()
+        # Back after the reset at the 2nd commit: the job's processed indices, every rank's.
+        return set(i for part in hvd.allgather_object(processed, name="done") for i in part)
+
+    done = train(state)
+    remaining = set(dataset) - done
+    assert state.syncs == 1, state.syncs  # the first entry's only: the reset skipped it
+    assert set(sampler.remaining_indices) == remaining, (sampler.remaining_indices, remaining)
+    everyone = hvd.allgather_object(sampler.remaining_indices, name="remaining")
+    assert all(r == everyone[0] for r in everyone), everyone
+    shards = hvd.allgather_object(list(sampler), name="shards")
+    covered = [i for shard in shards for i in shard]
+    padding = sampler.total_size - len(sampler.remaining_indices)
+    assert set(covered) == remaining and len(covered) == len(remaining) + padding, shards
+
+
 def simulated_samplers(length, n, state=None):
     """n samplers of simulated ranks 0..n-1 (the sampler module's rank() and size() replaced
     while each is made: re-sharding is arithmetic, the same in a real job), epoch 1, from

@@ -13,6 +13,9 @@ Differences from Horovod, on purpose:
   survivors' sets at the sync, so the samples of a rank that died were processed twice.
 * The remaining indices are the epoch's order without the processed ones (Horovod dropped
   as many indices from the front as were processed, right only while they were a prefix).
+* What record_indices records is merged over the ranks at every commit (TorchState.commit),
+  not only at a sync: a reset that skips the sync (workers removed only) then re-shards the
+  same remaining indices on every rank (Horovod's ranks re-sharded their own, different sets).
 """
 
 import math
@@ -37,6 +40,7 @@ class ElasticSampler(torch.utils.data.Sampler):
         self.seed = seed
         self.epoch = 0
         self.processed_indices = set()
+        self.unshared_indices = set()  # record_indices' since the last merge over the ranks
         self.num_replicas = 0
         self.rank = 0
         self.remaining_indices = []
@@ -49,6 +53,7 @@ class ElasticSampler(torch.utils.data.Sampler):
         """Starts epoch: nothing processed, the epoch's order."""
         self.epoch = epoch
         self.processed_indices = set()
+        self.unshared_indices = set()
         self.reset()
 
     def record_batch(self, batch_idx, batch_size):
@@ -62,8 +67,16 @@ class ElasticSampler(torch.utils.data.Sampler):
         self.processed_indices.update(remaining[p % len(remaining)] for p in range(start, end))
 
     def record_indices(self, indices):
-        """Records indices (this rank's) as processed; sync() merges every rank's."""
+        """Records indices (this rank's) as processed; the next commit or sync merges every
+        rank's."""
         self.processed_indices.update(indices)
+        self.unshared_indices.update(indices)
+
+    def merge_recorded(self, everyone):
+        """Adds every rank's unshared indices (everyone: one set per rank) to the processed."""
+        for indices in everyone:
+            self.processed_indices.update(indices)
+        self.unshared_indices = set()
 
     def get_indices(self, batch_idx, batch_size):
         """This rank's indices of batch batch_idx."""
@@ -72,6 +85,7 @@ class ElasticSampler(torch.utils.data.Sampler):
     def load_state_dict(self, state_dict):
         self.epoch = state_dict["epoch"]
         self.processed_indices = set(state_dict["processed_indices"])
+        self.unshared_indices = set()
         self.reset()
 
     def state_dict(self):

@@ -10,7 +10,8 @@ Differences from Horovod, on purpose:
 * Each handler saves what it synced (Horovod's torch handlers kept a new worker's own initial
   values as its last commit).
 * reset re-shards the samplers over the new ranks, also when the sync is skipped (workers
-  removed only), which Horovod's left sharded over the old ranks.
+  removed only), which Horovod's left sharded over the old ranks; commit merges what each
+  rank's record_indices recorded, so that re-sharding starts from the same set everywhere.
 """
 
 import copy
@@ -42,6 +43,9 @@ class StateHandler:
 
     def reset(self):
         """After a reset, before the sync."""
+
+    def share(self):
+        """At a commit, before the save (a collective: every rank's handler runs it)."""
 
     def set_value(self, value):
         """state.<name> = value: the new object, saved."""
@@ -83,6 +87,12 @@ class OptimizerStateHandler(StateHandler):
 
 
 class SamplerStateHandler(StateHandler):
+    def share(self):
+        # Only the indices recorded since the last merge travel: a commit's cost does not
+        # grow with the epoch.
+        self.value.merge_recorded(allgather_object(self.value.unshared_indices,
+                                                   name="elastic.sampler.recorded"))
+
     def sync(self):
         # Every rank's processed indices (record_indices records this rank's only), merged,
         # and rank 0's epoch.
@@ -137,6 +147,11 @@ class TorchState(ObjectState):
     @staticmethod
     def _broadcast_object(obj):
         return broadcast_object(obj, root_rank=0, name="elastic.state")
+
+    def commit(self):
+        for handler in self._handlers.values():
+            handler.share()
+        super().commit()
 
     def save(self):
         for handler in self._handlers.values():
