@@ -1,5 +1,5 @@
 """zenrun's elastic mode end to end: real zenrun jobs of elastic_worker.py (zen.torch, its
-own retry loop) whose workers die, are added and removed, checked step by step: every step's
+own retry loop) whose workers die, never start, are added and removed, checked step by step: every step's
 Sum allreduce against the sum the ranks' placement predicts, the sizes before and after each
 change, and zenrun's messages and exit code. Also zenrun's elastic usage errors.
 
@@ -165,6 +165,29 @@ def test_discovery_below_min_np_fails_after_the_elastic_timeout(zen_torch, tmp_p
     assert "the discovered hosts (127.0.0.1:2) offer fewer than -np 3 slots" in err, err
     assert "after --elastic-timeout 2 s" in err, err
     assert time.monotonic() - start < 20
+
+
+def test_worker_that_never_starts_is_retired_and_its_host_blacklisted(zen_torch, tmp_path):
+    """Host `stuck`'s launch hangs (an unreachable host's ssh): after --start-timeout zenrun
+    stops that worker, blacklists the host and the round forms without it; the job trains
+    with the two that started and finishes."""
+    launch = tmp_path / "launch.sh"
+    launch.write_text('#!/bin/sh\nif [ "$1" = stuck ]; then exec sleep 600; fi\n'
+                      'exec sh -c "$2"\n')
+    launch.chmod(0o755)
+    start = time.monotonic()
+    code, out, err = zenrun(["-np", "3", "--min-np", "2", "--max-np", "3", "-H",
+                             "localhost:2,stuck:1", "--launch-command", f"{launch} {{host}}",
+                             "--start-timeout", "4"],
+                            ["--steps", "5"], timeout=120)
+    assert code == 0, out[-3000:] + err[-3000:]
+    done = check_steps(out, [2] * 5, [[0, 1]] * 5, err)
+    assert sorted(done) == [0, 1], done
+    assert "worker 2 (host stuck) did not start within 4 s" in err, err
+    assert "host stuck blacklisted" in err, err
+    assert re.search(r"round 1 \(generation \d+\): 2 workers, ranks 0\.\.1 = workers 0,1",
+                     err), err
+    assert time.monotonic() - start < 90
 
 
 def test_reset_limit_exceeded_fails(zen_torch, tmp_path):
