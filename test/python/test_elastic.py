@@ -1,7 +1,7 @@
 """zenrun's elastic mode end to end: real zenrun jobs of elastic_worker.py (zen.torch, its
-own retry loop) whose workers die, never start, are added and removed, checked step by step: every step's
-Sum allreduce against the sum the ranks' placement predicts, the sizes before and after each
-change, and zenrun's messages and exit code. Also zenrun's elastic usage errors.
+own retry loop) whose workers die, never start, are added and removed, checked step by step:
+every step's Sum allreduce against the sum the ranks' placement predicts, the sizes before and
+after each change, and zenrun's messages and exit code. Also zenrun's elastic usage errors.
 
 Run: /usr/bin/python3 -m pytest -q test/python/test_elastic.py   (after tools/build-python;
 also CTest: python_elastic). Every launch is bounded by a timeout; the daemon's ZEN_TIMEOUT
