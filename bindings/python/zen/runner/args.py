@@ -298,8 +298,9 @@ def build_parser():
                         "rank binds, dials from and advertises its address on the first -> "
                         "ZEN_IFACE; --tcp: ZEN_CONTROLLER_ADDR is the first host's address "
                         "there (asked of a remote host through the launch command); elastic: "
-                        "zenrun's rendezvous and each round's rank 0 listen there; --mpi: "
-                        "also Open MPI's btl_tcp_if_include and oob_tcp_if_include")
+                        "zenrun's rendezvous and each round's rank 0 listen there; also "
+                        "NCCL_SOCKET_IFNAME unless set, and --mpi: Open MPI's "
+                        "btl_tcp_if_include and oob_tcp_if_include")
     launch.add_argument("--grace-seconds", metavar="S", default=DEFAULT_GRACE_SECONDS,
                         type=_number("--grace-seconds", lo=0, hi=3600),
                         help="seconds between SIGTERM and SIGKILL when stopping ranks "

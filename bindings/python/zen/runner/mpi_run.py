@@ -37,7 +37,8 @@ _FIRST_NAME = re.compile(rb"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _FIRST_CODE = re.compile(rb"Exit code:\s*(-?\d+)")
 _SIGNALLED = re.compile(rb"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
 # Forwarded with -x besides the ZEN_* variables: where programs and libraries are found.
-_ALSO_EXPORTED = ("PYTHONUNBUFFERED", "PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
+_ALSO_EXPORTED = ("PYTHONUNBUFFERED", "PATH", "LD_LIBRARY_PATH", "PYTHONPATH",
+                  "NCCL_SOCKET_IFNAME")
 
 
 class TagParser:
