@@ -130,6 +130,22 @@ def test_elastic_rank0_listens_on_its_interface_address():
         "10.1.0.2", "10.1.0.2")
 
 
+def test_elastic_join_carries_the_workers_interface_address(monkeypatch):
+    from zen.common import elastic_rendezvous
+    from zen.runner.rendezvous_server import _ipv4_or_none
+
+    monkeypatch.delenv("ZEN_IFACE", raising=False)
+    assert elastic_rendezvous._interface_field() == {}
+    monkeypatch.setenv("ZEN_IFACE", "lo,eth0")
+    assert elastic_rendezvous._interface_field() == {"interface": "127.0.0.1"}
+    monkeypatch.setenv("ZEN_IFACE", "zen-absent0")
+    with pytest.raises(RuntimeError, match="ZEN_IFACE: no network interface 'zen-absent0'"):
+        elastic_rendezvous._interface_field()
+    # zenrun takes only an IPv4 address from a join (else the join's source address).
+    assert _ipv4_or_none("10.1.0.2") == "10.1.0.2"
+    assert [_ipv4_or_none(x) for x in (None, "", "eth0", "::1", 7)] == [None] * 5
+
+
 def test_loopback_job_sums():
     require_zen_torch()
     code, out, err = zenrun_streaming(["-np", "3", "--network-interface", "lo", TORCH_PYTHON,

@@ -83,8 +83,10 @@ class _Handler(socketserver.StreamRequestHandler):
 def _ipv4_or_none(text):
     """A join's "interface" field when it is an IPv4 address, else None (absent or garbage:
     the join's source address is used)."""
+    if not isinstance(text, str) or not text:
+        return None
     try:
-        return str(ipaddress.IPv4Address(text)) if text else None
+        return str(ipaddress.IPv4Address(text))
     except ValueError:
         return None
 
