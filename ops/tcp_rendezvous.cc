@@ -270,8 +270,10 @@ Result<std::vector<SocketPtr>> rootMesh(asio::io_context& io,
   if (!adoptListener(acceptor, options.rendezvousFd, at.port(), log)) {
     ZEN_RETURN_IF_ERROR(openListener(acceptor, at, 0));
   }
+  // Where it really listens: an adopted socket may be bound elsewhere than `at` (0.0.0.0).
+  const std::string listening = acceptor.local_endpoint().address().to_string();
   const uint16_t port = acceptor.local_endpoint().port();
-  log.debug("rank 0: rendezvous listening on {}:{}", at.address().to_string(), port);
+  log.debug("rank 0: rendezvous listening on {}:{}", listening, port);
   if (options.onListening) options.onListening(port);
 
   std::vector<SocketPtr> sockets(n);
@@ -285,8 +287,7 @@ Result<std::vector<SocketPtr>> rootMesh(asio::io_context& io,
       listed +=
           fmt::format("{}{}={}:{}", r == 1 ? "" : " ", r, addresses[r].host, addresses[r].port);
     }
-    log.debug("rank 0: address table of the mesh at {}:{}: {}", at.address().to_string(), port,
-              listed);
+    log.debug("rank 0: address table of the mesh at {}:{}: {}", listening, port, listed);
   }
   std::vector<uint8_t> table = encodeTable(addresses);
   for (int r = 1; r < n; ++r) {
