@@ -13,7 +13,6 @@ import os
 import re
 import sys
 import time
-from types import SimpleNamespace
 
 import pytest
 
