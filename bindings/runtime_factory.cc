@@ -9,6 +9,7 @@
 #include "core/logging.h"
 #include "ops/cpu_executor.h"
 #include "ops/mpi_transport.h"
+#include "ops/net_interface.h"
 #include "ops/tcp_transport.h"
 #include "ops/transport_control_channel.h"
 
@@ -29,18 +30,34 @@ std::shared_ptr<spdlog::logger> loggerFor(const Config& config,
   return logger ? std::move(logger) : makeLogger(rank, config.logLevel);
 }
 
+// Where the data mesh's rendezvous is, as rank 0 broadcasts it: the port (0: it failed) and,
+// under ZEN_IFACE, rank 0's IPv4 address on that interface as text ("": the control channel's
+// host). 18 B.
+struct DataRendezvous {
+  uint16_t port = 0;
+  char ipv4[16] = {};  // INET_ADDRSTRLEN, zero-terminated
+};
+
 // The data mesh's rendezvous: rank 0 listens on the control port + 1 (one rule for firewalls;
 // both ephemeral in tests) and broadcasts the port it got over the control transport; 0 means
 // it failed. When something else already holds port + 1 (another job on this host), rank 0
 // takes any free port instead: the others learn it over the control transport either way.
+// Under ZEN_IFACE rank 0 listens at its address on that interface instead of the control
+// channel's host, and broadcasts the address too: the data plane runs on the chosen
+// interface even where ZEN_CONTROLLER_ADDR names another.
 Result<std::unique_ptr<ops::Transport>> connectTcpData(const Config& config,
                                                        ops::Transport& control,
                                                        ops::TcpOptions options) {
   const std::string& addr = config.controllerAddr;
   const size_t colon = addr.rfind(':');
   ZEN_CHECK_ARG(colon != std::string::npos, "ZEN_CONTROLLER_ADDR='{}': expected host:port", addr);
-  const std::string host = addr.substr(0, colon);
+  std::string host = addr.substr(0, colon);
   if (control.rank() == 0) {
+    DataRendezvous where;
+    if (!options.localAddress.empty()) {
+      host = options.localAddress;
+      host.copy(where.ipv4, sizeof(where.ipv4) - 1);
+    }
     const int controlPort = std::stoi(addr.substr(colon + 1));
     std::vector<int> ports = {0};
     if (controlPort != 0) ports.insert(ports.begin(), controlPort + 1);
@@ -51,7 +68,8 @@ Result<std::unique_ptr<ops::Transport>> connectTcpData(const Config& config,
       bool listening = false;
       options.onListening = [&](uint16_t bound) {
         listening = true;
-        told = control.broadcast(&bound, sizeof(bound), 0);
+        where.port = bound;
+        told = control.broadcast(&where, sizeof(where), 0);
       };
       Result<std::unique_ptr<ops::Transport>> data = ops::createTcpTransport(options);
       if (listening) {
@@ -61,17 +79,19 @@ Result<std::unique_ptr<ops::Transport>> connectTcpData(const Config& config,
       }
       failed = data.status();  // could not bind: the next port
     }
-    uint16_t none = 0;
+    DataRendezvous none;
     (void)control.broadcast(&none, sizeof(none), 0);
     return failed;
   }
-  uint16_t port = 0;
-  ZEN_RETURN_IF_ERROR(control.broadcast(&port, sizeof(port), 0));
-  if (port == 0) {
+  DataRendezvous where;
+  ZEN_RETURN_IF_ERROR(control.broadcast(&where, sizeof(where), 0));
+  if (where.port == 0) {
     return ZEN_ERROR(StatusCode::kIoError,
                      "rank 0 could not open the data-plane rendezvous next to {}", addr);
   }
-  options.rendezvousAddr = host + ":" + std::to_string(port);
+  where.ipv4[sizeof(where.ipv4) - 1] = '\0';
+  if (where.ipv4[0] != '\0') host = where.ipv4;
+  options.rendezvousAddr = host + ":" + std::to_string(where.port);
   return ops::createTcpTransport(options);
 }
 
@@ -111,6 +131,11 @@ Result<std::unique_ptr<Runtime>> createTcpRuntime(const Config& config,
   options.rank = rank;
   options.size = size;
   options.logger = logger;
+  // Checked first, on every rank: a ZEN_IFACE this host lacks fails here, before any socket,
+  // and the other ranks time out waiting for this one (ZEN_TIMEOUT) if their hosts have it.
+  if (size > 1) {
+    ZEN_ASSIGN_OR_RETURN(options.localAddress, ops::chosenInterfaceIpv4(config.ifaces));
+  }
   ops::TcpOptions controlOptions = options;
   controlOptions.onListening = std::move(onControlListening);
   if (rank == 0) controlOptions.rendezvousFd = config.controllerFd.value_or(-1);

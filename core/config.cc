@@ -70,6 +70,22 @@ Result<std::vector<Scheme>> parseAutoSchemes(const std::string& text) {
   }
 }
 
+// ZEN_IFACE: interface names, none empty (a stray comma is a typo, not "any interface").
+Result<std::vector<std::string>> parseIfaces(const std::string& text) {
+  std::vector<std::string> names;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = text.find(',', at);
+    names.push_back(text.substr(at, comma == std::string::npos ? comma : comma - at));
+    ZEN_CHECK_ARG(!names.back().empty(),
+                  "ZEN_IFACE='{}': expected comma-separated network interface names, e.g. "
+                  "eth0 or ib0,eth0",
+                  text);
+    if (comma == std::string::npos) return names;
+    at = comma + 1;
+  }
+}
+
 Result<std::string> parseLogLevel(const std::string& text) {
   for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
     if (text == level) return text;
@@ -129,6 +145,11 @@ const std::map<std::string, Setter>& setters() {
       {"ZEN_CONTROLLER_ADDR", stringField(&Config::controllerAddr)},
       {"ZEN_CONTROLLER_FD", intField(&Config::controllerFd, 0)},
       {"ZEN_SECRET", stringField(&Config::secret)},
+      {"ZEN_IFACE",
+       [](Config& c, const std::string&, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.ifaces, parseIfaces(v));
+         return Status::ok();
+       }},
       {"ZEN_ELASTIC_RENDEZVOUS", ignored()},
       {"ZEN_ELASTIC_WORKER", ignored()},
       {"ZEN_FUSION_THRESHOLD",

@@ -31,6 +31,10 @@ struct Config {
   // over (ops::TcpOptions::rendezvousFd), so that no other process can take the port first.
   std::optional<int> controllerFd;
   std::string secret;  // per-job secret checked on every TCP connection
+  // ZEN_IFACE (Horovod's HOROVOD_GLOO_IFACE, zenrun --network-interface): comma-separated
+  // interface names; TCP mode binds, dials from and advertises the first one's IPv4 address
+  // (ops/net_interface.h). Empty: the interface that reaches rank 0.
+  std::vector<std::string> ifaces;
   // The MPI launcher's placement (OMPI_COMM_WORLD_RANK/SIZE, else PMI_RANK/PMI_SIZE): present
   // under mpirun, where no ZEN_RANK is needed. Read here so that nothing else calls getenv.
   std::optional<int> mpiRank, mpiSize;

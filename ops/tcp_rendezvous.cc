@@ -1,10 +1,13 @@
 // Building the TCP full mesh. Rank 0 listens at rendezvousAddr; every other rank opens its own
-// listener (ephemeral port, on the interface that reaches rank 0), dials rank 0, handshakes
+// listener (ephemeral port, at TcpOptions::localAddress when ZEN_IFACE chose one, else on the
+// interface that reaches rank 0), dials rank 0 (from localAddress when set), handshakes
 // (tcp_handshake.cc, which also carries the listening port) and waits for the address table.
 // That connection then stays as the data connection to rank 0. Afterwards rank r dials every
 // rank 0 < j < r and accepts every j > r; dialing is ordered by rank, so no two ranks wait on
 // each other. Bytes on the wire besides the handshakes: the table, n entries of 68 B (host as
-// text, zero-padded to 64 B, then the port as u32), from rank 0 to each rank.
+// text, zero-padded to 64 B, then the port as u32), from rank 0 to each rank. A rank's table
+// address is the source address rank 0 sees, which is localAddress when set: every dial binds
+// it first, so peers reach each other on ZEN_IFACE's interface, never on another route's.
 #include "ops/tcp_rendezvous.h"
 
 #include <fcntl.h>
@@ -13,6 +16,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -54,6 +58,7 @@ std::string missingRanks(const std::vector<SocketPtr>& sockets, int self) {
 // refused connection only means "not listening yet".
 Result<SocketPtr> dial(asio::io_context& io,
                        const tcp::endpoint& endpoint,
+                       const std::optional<asio::ip::address>& from,
                        Clock::time_point deadline,
                        int rank,
                        int peer,
@@ -61,6 +66,15 @@ Result<SocketPtr> dial(asio::io_context& io,
   std::string lastError = "no attempt";
   while (Clock::now() < deadline) {
     auto socket = std::make_unique<tcp::socket>(io);
+    if (from) {
+      boost::system::error_code ec;
+      socket->open(endpoint.protocol(), ec);
+      if (!ec) socket->bind(tcp::endpoint(*from, 0), ec);
+      if (ec) {
+        return ZEN_ERROR(StatusCode::kIoError, "rank {}: cannot dial rank {} from {}: {}", rank,
+                         peer, from->to_string(), ec.message());
+      }
+    }
     const IoOutcome outcome = runWithDeadline(
         io, deadline,
         [&](const IoHandler& done) {
@@ -256,8 +270,10 @@ Result<std::vector<SocketPtr>> rootMesh(asio::io_context& io,
   if (!adoptListener(acceptor, options.rendezvousFd, at.port(), log)) {
     ZEN_RETURN_IF_ERROR(openListener(acceptor, at, 0));
   }
+  // Where it really listens: an adopted socket may be bound elsewhere than `at` (0.0.0.0).
+  const std::string listening = acceptor.local_endpoint().address().to_string();
   const uint16_t port = acceptor.local_endpoint().port();
-  log.debug("rank 0: rendezvous listening on {}:{}", at.address().to_string(), port);
+  log.debug("rank 0: rendezvous listening on {}:{}", listening, port);
   if (options.onListening) options.onListening(port);
 
   std::vector<SocketPtr> sockets(n);
@@ -265,6 +281,14 @@ Result<std::vector<SocketPtr>> rootMesh(asio::io_context& io,
   const HandshakeIdentity self{0, n, port, options.secret};
   ZEN_RETURN_IF_ERROR(acceptPeers(io, acceptor, self, n - 1, deadline, options.timeoutSeconds, log,
                                   &sockets, &addresses));
+  if (log.should_log(spdlog::level::debug)) {
+    std::string listed;
+    for (int r = 1; r < n; ++r) {
+      listed +=
+          fmt::format("{}{}={}:{}", r == 1 ? "" : " ", r, addresses[r].host, addresses[r].port);
+    }
+    log.debug("rank 0: address table of the mesh at {}:{}: {}", listening, port, listed);
+  }
   std::vector<uint8_t> table = encodeTable(addresses);
   for (int r = 1; r < n; ++r) {
     ZEN_RETURN_IF_ERROR(transfer(io, *sockets[r], true, table, deadline,
@@ -281,10 +305,20 @@ Result<std::vector<SocketPtr>> peerMesh(asio::io_context& io,
                                         spdlog::logger& log) {
   const int n = options.size;
   const int rank = options.rank;
+  std::optional<asio::ip::address> from;
+  if (!options.localAddress.empty()) {
+    boost::system::error_code ec;
+    from = asio::ip::make_address(options.localAddress, ec);
+    if (ec) {
+      return ZEN_ERROR(StatusCode::kInvalidArgument, "rank {}: bad local address '{}'", rank,
+                       options.localAddress);
+    }
+  }
   std::vector<SocketPtr> sockets(n);
-  ZEN_ASSIGN_OR_RETURN(sockets[0], dial(io, root, deadline, rank, 0, options.timeoutSeconds));
+  ZEN_ASSIGN_OR_RETURN(sockets[0], dial(io, root, from, deadline, rank, 0, options.timeoutSeconds));
 
-  // Listen on the interface that reaches rank 0: the address rank 0 sees and publishes.
+  // Listen where the dial came from (localAddress, else the interface that reaches rank 0):
+  // the address rank 0 sees and publishes.
   tcp::acceptor acceptor(io);
   ZEN_RETURN_IF_ERROR(
       openListener(acceptor, tcp::endpoint(sockets[0]->local_endpoint().address(), 0), rank));
@@ -306,8 +340,8 @@ Result<std::vector<SocketPtr>> peerMesh(asio::io_context& io,
       return ZEN_ERROR(StatusCode::kIoError, "rank {}: bad address '{}' for rank {}", rank, to.host,
                        j);
     }
-    ZEN_ASSIGN_OR_RETURN(sockets[j], dial(io, tcp::endpoint(address, to.port), deadline, rank, j,
-                                          options.timeoutSeconds));
+    ZEN_ASSIGN_OR_RETURN(sockets[j], dial(io, tcp::endpoint(address, to.port), from, deadline, rank,
+                                          j, options.timeoutSeconds));
     Status status = connectHandshake(io, *sockets[j], self, j, deadline);
     if (!status.isOk()) {
       return ZEN_ERROR(status.code(), "rank {}: connecting to rank {}: {}", rank, j,

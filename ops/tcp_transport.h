@@ -25,6 +25,10 @@ struct TcpOptions : TransportOptions {
   // rendezvous. Anything else there (closed since, or another file after a re-init) is left
   // alone and the port bound as usual.
   int rendezvousFd = -1;
+  // An IPv4 address of this host (ZEN_IFACE's interface, ops/net_interface.h): every rank but
+  // 0 binds its listener there, dials from it and so is published at it in the address table.
+  // Empty: the interface that reaches rank 0. Rank 0 listens at rendezvousAddr either way.
+  std::string localAddress;
 
   // rank, size, timeout and secret from Config; rendezvousAddr = Config::controllerAddr.
   static TcpOptions fromConfig(const Config& config);

@@ -89,6 +89,17 @@ TEST(Config, AcceptsTheElasticLauncherVariables) {
   EXPECT_FALSE(Config::parse({{"ZEN_ELASTIC_BOGUS", "1"}}).isOk());
 }
 
+// ZEN_IFACE: Horovod's GLOO_IFACE, a comma-separated list (the first one is used).
+TEST(Config, ParsesTheInterfaceList) {
+  EXPECT_TRUE(Config::parse({}).value().ifaces.empty());
+  const auto one = Config::parse({{"ZEN_IFACE", "eth1"}});
+  ASSERT_TRUE(one.isOk()) << one.status().toString();
+  EXPECT_EQ(one.value().ifaces, std::vector<std::string>{"eth1"});
+  const auto two = Config::parse({{"ZEN_IFACE", "ib0,eth0"}});
+  ASSERT_TRUE(two.isOk()) << two.status().toString();
+  EXPECT_EQ(two.value().ifaces, (std::vector<std::string>{"ib0", "eth0"}));
+}
+
 struct BadCase {
   const char* name;
   const char* value;
@@ -122,6 +133,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"ZEN_RANK", "x", "ZEN_RANK='x'"},
         BadCase{"ZEN_CONTROLLER_FD", "-1", "ZEN_CONTROLLER_FD"},
         BadCase{"ZEN_AUTOTUNE", "on", "ZEN_AUTOTUNE='on'"},
+        BadCase{"ZEN_IFACE", "", "ZEN_IFACE='': expected comma-separated"},
+        BadCase{"ZEN_IFACE", "eth0,", "ZEN_IFACE='eth0,'"},
         BadCase{"ZEN_AUTOTUNE_STEPS_PER_SAMPLE", "0", "ZEN_AUTOTUNE_STEPS_PER_SAMPLE"},
         BadCase{"ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "0", "ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES"},
         BadCase{"ZEN_AUTOTUNE_WARMUP_SAMPLES", "-1", "ZEN_AUTOTUNE_WARMUP_SAMPLES"},

@@ -8,6 +8,11 @@ has 10.215.S.(i+2). The names derive from tag (the test process's pid) and S is 
 subnet from tag on that this machine does not use, so tests running in parallel (ctest -j,
 another build directory's run) do not collide. Everything is deleted afterwards, also on a
 failure.
+
+two_networks(tag, count): `count` namespaces on two such bridges, a "mgmt" and a "data"
+network (two free subnets): namespace i has interface MGMT_IFACE at mgmt's .(i+2) and
+DATA_IFACE at data's .(i+2), the same names in every namespace as on real hosts, which
+--network-interface needs; the root namespace holds .1 on both bridges.
 """
 
 import contextlib
@@ -28,15 +33,34 @@ class Bridged:
         self.addrs = addrs  # {namespace: its address}
 
 
-def _free_subnet(tag):
-    """10.215.S. with S from tag on, skipping those this machine already has (another test
-    run's bridge: its routes would take our packets)."""
+MGMT_IFACE = "zmgmt0"
+DATA_IFACE = "zdata0"
+
+
+def _free_subnets(tag, count=1):
+    """count subnets 10.215.S. with S from tag on, skipping those this machine already has
+    (another test run's bridge: its routes would take our packets)."""
     used = ip("-o", "-4", "addr", "show", check=False).stdout
+    found = []
     for k in range(250):
         subnet = f"10.215.{(tag + k) % 250}."
         if f" {subnet}" not in used:
-            return subnet
-    pytest.skip("every 10.215.S.0/24 subnet is in use on this machine")
+            found.append(subnet)
+            if len(found) == count:
+                return found
+    pytest.skip("too few free 10.215.S.0/24 subnets on this machine")
+
+
+def _free_subnet(tag):
+    return _free_subnets(tag)[0]
+
+
+def _add_namespaces(names):
+    probe = ip("netns", "add", names[0], check=False)
+    if probe.returncode != 0:
+        pytest.skip(f"multi-host tests need `ip netns add` (root): {probe.stderr.strip()}")
+    for ns in names[1:]:
+        ip("netns", "add", ns)
 
 
 @contextlib.contextmanager
@@ -44,17 +68,13 @@ def bridged(tag, count):
     subnet = _free_subnet(tag)
     bridge = f"zeb{tag}"
     names = [f"zen{tag}h{i}" for i in range(count)]
-    probe = ip("netns", "add", names[0], check=False)
-    if probe.returncode != 0:
-        pytest.skip(f"multi-host tests need `ip netns add` (root): {probe.stderr.strip()}")
     try:
+        _add_namespaces(names)
         ip("link", "add", bridge, "type", "bridge")
         ip("addr", "add", subnet + "1/24", "dev", bridge)
         ip("link", "set", bridge, "up")
         for i, ns in enumerate(names):
             inside, port = f"ze{tag}v{i}", f"ze{tag}p{i}"
-            if i:
-                ip("netns", "add", ns)
             ip("link", "add", inside, "type", "veth", "peer", "name", port)
             ip("link", "set", inside, "netns", ns)
             ip("link", "set", port, "master", bridge, "up")
@@ -67,3 +87,45 @@ def bridged(tag, count):
             ip("netns", "del", ns, check=False)  # deletes its veth and the bridge port with it
             ip("link", "del", f"ze{tag}p{i}", check=False)  # a veth that never moved
         ip("link", "del", bridge, check=False)
+
+
+class TwoNetworks:
+    def __init__(self, names, mgmt, data):
+        self.names = names  # the namespaces
+        self.mgmt = mgmt  # {namespace: its MGMT_IFACE address, "root": the bridge's}
+        self.data = data  # the same for DATA_IFACE
+
+
+@contextlib.contextmanager
+def two_networks(tag, count):
+    subnets = _free_subnets(tag, 2)
+    names = [f"zen{tag}n{i}" for i in range(count)]
+    bridges = [f"zem{tag}", f"zed{tag}"]
+    try:
+        _add_namespaces(names)
+        for bridge, subnet in zip(bridges, subnets):
+            ip("link", "add", bridge, "type", "bridge")
+            ip("addr", "add", subnet + "1/24", "dev", bridge)
+            ip("link", "set", bridge, "up")
+        for i, ns in enumerate(names):
+            ip("-n", ns, "link", "set", "lo", "up")
+            for bridge, subnet, inside in zip(bridges, subnets, (MGMT_IFACE, DATA_IFACE)):
+                # Made with names unique in the root namespace, renamed once inside.
+                moving, port = f"{bridge}v{i}", f"{bridge}p{i}"
+                ip("link", "add", moving, "type", "veth", "peer", "name", port)
+                ip("link", "set", moving, "netns", ns)
+                ip("link", "set", port, "master", bridge, "up")
+                ip("-n", ns, "link", "set", moving, "name", inside)
+                ip("-n", ns, "addr", "add", f"{subnet}{i + 2}/24", "dev", inside)
+                ip("-n", ns, "link", "set", inside, "up")
+        yield TwoNetworks(
+            names,
+            dict({ns: f"{subnets[0]}{i + 2}" for i, ns in enumerate(names)}, root=subnets[0] + "1"),
+            dict({ns: f"{subnets[1]}{i + 2}" for i, ns in enumerate(names)}, root=subnets[1] + "1"))
+    finally:
+        for ns in names:
+            ip("netns", "del", ns, check=False)  # deletes its veths and the bridge ports
+        for bridge in bridges:
+            for i in range(count):
+                ip("link", "del", f"{bridge}p{i}", check=False)  # a veth that never moved
+            ip("link", "del", bridge, check=False)

@@ -87,11 +87,26 @@ def _reply(stream, what):
         return reply
 
 
+def _interface_field():
+    """{"interface": this host's address on ZEN_IFACE's first interface} (zenrun
+    --network-interface: rank 0 then listens there), or {} without ZEN_IFACE; RuntimeError
+    naming the interface when this host lacks it or it has no IPv4 address."""
+    names = os.environ.get("ZEN_IFACE")
+    if not names:
+        return {}
+    from zen.runner import interfaces
+
+    try:
+        return {"interface": interfaces.ipv4_address(names.split(",")[0])}
+    except interfaces.InterfaceError as e:
+        raise RuntimeError("zen elastic: ZEN_IFACE: %s" % e) from None
+
+
 def join():
     """Joins the next round: blocks until zenrun forms it, then sets this worker's ZEN_RANK...
     variables in os.environ. RuntimeError on timeout or refusal; SystemExit(0) when the job is
     finishing or this worker is no longer wanted."""
-    sock, stream = _request("join")
+    sock, stream = _request("join", **_interface_field())
     try:
         reply = _reply(stream, "join")
         os.environ.pop("ZEN_CONTROLLER_FD", None)  # this round's rank 0 may be another worker

@@ -10,6 +10,7 @@ import shlex
 import sys
 
 import zen
+from zen.runner import interfaces
 
 DEFAULT_LAUNCH_COMMAND = "ssh -o BatchMode=yes {host}"
 DEFAULT_START_TIMEOUT = 30.0
@@ -26,7 +27,7 @@ _LOG_LEVEL_ALIASES = {"warning": "warn", "fatal": "critical"}  # Horovod's spell
 # still works.
 KNOWN_VARIABLES = frozenset("""
 ZEN_RANK ZEN_SIZE ZEN_LOCAL_RANK ZEN_LOCAL_SIZE ZEN_CROSS_RANK ZEN_CROSS_SIZE
-ZEN_CONTROLLER_ADDR ZEN_CONTROLLER_FD ZEN_SECRET ZEN_FUSION_THRESHOLD ZEN_CYCLE_TIME
+ZEN_CONTROLLER_ADDR ZEN_CONTROLLER_FD ZEN_SECRET ZEN_IFACE ZEN_FUSION_THRESHOLD ZEN_CYCLE_TIME
 ZEN_CACHE_CAPACITY
 ZEN_TIMELINE ZEN_TIMELINE_MARK_CYCLES ZEN_STALL_CHECK_TIME_SECONDS
 ZEN_STALL_SHUTDOWN_TIME_SECONDS ZEN_TIMEOUT ZEN_LOG_LEVEL ZEN_SCHEME ZEN_AUTO_PROFILE_CALLS
@@ -53,6 +54,9 @@ examples:
 
   # 8 ranks on two hosts (ssh -o BatchMode=yes HOST), rank logs under logs/rank.N/
   zenrun -np 8 -H node1:4,node2:4 --output-filename logs python3 train.py --epochs 3
+
+  # hosts on a management and a data network: every connection on the data one (eth1)
+  zenrun -np 8 -H node1:4,node2:4 --network-interface eth1 python3 train.py
 
   # through Open MPI's mpirun instead of zenrun's own TCP launch
   zenrun -np 4 --mpi --fusion-threshold-mb 64 --scheme zen python3 train.py
@@ -110,6 +114,14 @@ def _auto_schemes(text):
                 f"{', '.join(AUTO_SCHEMES)})")
     if len(set(names)) != len(names):
         raise argparse.ArgumentTypeError(f"a scheme is listed twice in '{text}'")
+    return text
+
+
+def _interfaces(text):
+    try:
+        interfaces.parse_list(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
     return text
 
 
@@ -254,10 +266,11 @@ def build_parser():
                          "no limit)")
     elastic.add_argument("--rendezvous-addr", metavar="HOST",
                          help="the address of this machine that every worker dials to reach "
-                         "zenrun's rendezvous (a free port is added; default 127.0.0.1 for "
-                         "local workers, this machine's host name for remote ones); rank 0 "
-                         "of each round listens on the address its rendezvous connection came "
-                         "from")
+                         "zenrun's rendezvous (a free port is added; default: its address on "
+                         "--network-interface if it has that, else 127.0.0.1 for local "
+                         "workers, this machine's host name for remote ones); rank 0 of each "
+                         "round listens on its --network-interface address, else on the "
+                         "address its rendezvous connection came from")
     elastic.add_argument("--blacklist-on-failure", dest="blacklist", action="store_true",
                          default=True,
                          help="start no new worker on a host where one failed (default)")
@@ -279,6 +292,15 @@ def build_parser():
     launch.add_argument("--controller-addr", metavar="HOST[:PORT]",
                         help="--tcp: ZEN_CONTROLLER_ADDR (default 127.0.0.1:<free port> "
                         "on one local host, else <first host>:<port>)")
+    launch.add_argument("--network-interface", "--network-interfaces", dest="network_interface",
+                        metavar="IFACE[,IFACE...]", type=_interfaces,
+                        help="the network interfaces the job's traffic uses (Horovod's): every "
+                        "rank binds, dials from and advertises its address on the first -> "
+                        "ZEN_IFACE; --tcp: ZEN_CONTROLLER_ADDR is the first host's address "
+                        "there (asked of a remote host through the launch command); elastic: "
+                        "zenrun's rendezvous and each round's rank 0 listen there; also "
+                        "NCCL_SOCKET_IFNAME unless set, and --mpi: Open MPI's "
+                        "btl_tcp_if_include and oob_tcp_if_include")
     launch.add_argument("--grace-seconds", metavar="S", default=DEFAULT_GRACE_SECONDS,
                         type=_number("--grace-seconds", lo=0, hi=3600),
                         help="seconds between SIGTERM and SIGKILL when stopping ranks "
@@ -401,6 +423,8 @@ def knob_env(args):
         env["ZEN_STALL_CHECK_TIME_SECONDS"] = _num_text(args.stall_check_time)
     if args.log_level is not None:
         env["ZEN_LOG_LEVEL"] = args.log_level
+    if args.network_interface is not None:
+        env["ZEN_IFACE"] = args.network_interface
     if args.autotune:
         env["ZEN_AUTOTUNE"] = "1"
     for flag, name in (("autotune_log_file", "ZEN_AUTOTUNE_LOG"),

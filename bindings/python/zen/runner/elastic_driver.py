@@ -22,6 +22,7 @@ import time
 
 from zen.runner import discovery
 from zen.runner import hosts as hostlib
+from zen.runner import interfaces
 from zen.runner.elastic_rounds import Rounds
 from zen.runner.rendezvous_server import RendezvousServer, advertised_host
 from zen.runner.supervisor import Supervisor, signal_name
@@ -50,6 +51,7 @@ class ElasticDriver(Supervisor):
         super().__init__(output, {}, args.start_timeout, args.grace_seconds)
         self.args = args
         self.base_env = base_env
+        self.iface_addr = None  # this machine's address on --network-interface (start())
         self.secret = secrets.token_hex(16)
         self.token = secrets.token_hex(8)
         self.pump = make_pump(self, output, self.token)
@@ -72,8 +74,9 @@ class ElasticDriver(Supervisor):
     def start(self, hosts):
         remote = (self.args.host_discovery_script or self.args.rendezvous_addr
                   or any(not hostlib.is_local(h.name) for h in hosts))
+        self.iface_addr = self._interface_address()
         self.server = RendezvousServer(self.rounds, self.secret,
-                                       "0.0.0.0" if remote else "127.0.0.1")
+                                       self.iface_addr or ("0.0.0.0" if remote else "127.0.0.1"))
         self._set_hosts(hosts)
         started = 0
         for host, slot in self._free_slots():
@@ -88,6 +91,20 @@ class ElasticDriver(Supervisor):
                 lambda m: self.events.put(("message", m)), last=list(hosts))
             self.poller.start()
         self._check_possible(time.monotonic())
+
+    def _interface_address(self):
+        """This machine's address on --network-interface's first interface when that is here
+        and no --rendezvous-addr is given: the rendezvous listens there and every worker dials
+        it, so the joins (and rank 0's listener, at the join's address) use that network."""
+        names = self.base_env.get("ZEN_IFACE")
+        if self.args.rendezvous_addr or not names:
+            return None
+        try:
+            return interfaces.ipv4_address(names.split(",")[0])
+        except interfaces.InterfaceError as e:
+            self.output.message(f"--network-interface: {e}; the rendezvous listens as without "
+                                f"it (the workers report it for their hosts)")
+            return None
 
     def close(self):
         if self.poller is not None:
@@ -132,7 +149,8 @@ class ElasticDriver(Supervisor):
         env = dict(self.base_env)
         # Local workers dial --rendezvous-addr too: a local rank 0 then listens on that
         # address, which the remote workers reach, not on loopback.
-        dial = self.args.rendezvous_addr or advertised_host(host, hostlib.is_local)
+        dial = (self.args.rendezvous_addr or self.iface_addr
+                or advertised_host(host, hostlib.is_local))
         env.update({"ZEN_ELASTIC_RENDEZVOUS": self.server.address(dial),
                     "ZEN_ELASTIC_WORKER": wid, "ZEN_SECRET": self.secret})
         flags = ["--rank", str(index)] + wrapper_flags(self.args, self.token)

@@ -54,6 +54,7 @@ class Join:
     reply: Optional[dict] = None
     round: Optional["Round"] = None  # rank 0: the round it must publish its port for
     peer: Optional[str] = None  # the address the request came from (None: unknown)
+    interface: Optional[str] = None  # the worker's address on ZEN_IFACE's interface, if set
 
 
 @dataclass
@@ -90,11 +91,14 @@ def placements(members):
     return out
 
 
-def controller_address(host_names, rank0_host, rank0_peer=None):
-    """(bind, advertise) for rank 0's listener: loopback when every member is on this machine;
+def controller_address(host_names, rank0_host, rank0_peer=None, rank0_interface=None):
+    """(bind, advertise) for rank 0's listener: its address on ZEN_IFACE's interface when its
+    join told it (--network-interface); else loopback when every member is on this machine;
     else the address rank 0's join came from (a host's name may not resolve, or not to the
     address the others reach: a network namespace shares the machine's name); else, for a
     join from loopback or of unknown origin, every interface and rank 0's host name."""
+    if rank0_interface is not None:
+        return rank0_interface, rank0_interface
     if all(hostlib.is_local(h) for h in host_names):
         return "127.0.0.1", "127.0.0.1"
     if rank0_peer is not None and not ipaddress.ip_address(rank0_peer).is_loopback:
@@ -183,11 +187,13 @@ class Rounds:
             return self._rounds
 
     # -- the workers' side -----------------------------------------------------------------
-    def join(self, worker_id, heartbeat=None, heartbeat_seconds=5.0, peer=None):
+    def join(self, worker_id, heartbeat=None, heartbeat_seconds=5.0, peer=None,
+             interface=None):
         """Blocks until worker_id's next round forms (or the job ends); returns the Join, whose
         reply is the answer. heartbeat(): called about every heartbeat_seconds while waiting;
         an OSError from it (the worker went away) drops the join and is raised. peer: the
-        address the request came from (rank 0 listens there)."""
+        address the request came from (rank 0 listens there); interface: the worker's address
+        on ZEN_IFACE's interface, which rank 0 listens on instead."""
         with self._cond:
             immediate = self._refusal(worker_id)
             if immediate is not None:
@@ -196,7 +202,7 @@ class Rounds:
             old = self._waiting.pop(worker_id, None)
             if old is not None:
                 old.reply = {"error": f"worker {worker_id} joined again"}
-            join = Join(worker_id, peer=peer)
+            join = Join(worker_id, peer=peer, interface=interface)
             self._waiting[worker_id] = join
             if self._opened_at is None and (w.round_seq > 0 or not self._round_running()):
                 self._opened_at = self._clock()
@@ -345,8 +351,9 @@ class Rounds:
         members = sorted(members, key=lambda w: (0, -w.round_seq, w.rank) if w.round_seq
                          else (1, 0, 0) + w.order)
         self._rounds += 1
+        first = self._waiting[members[0].id]
         bind, advertise = controller_address([w.host for w in members], members[0].host,
-                                             self._waiting[members[0].id].peer)
+                                             first.peer, first.interface)
         round_ = Round(self._rounds, self._generation, [w.id for w in members],
                        placements(members), bind, advertise, self._clock())
         for w in members:

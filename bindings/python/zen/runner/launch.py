@@ -12,6 +12,9 @@ def _base_env(args):
     """The caller's environment without stale placement variables, plus the flags' knobs."""
     env = {k: v for k, v in os.environ.items() if k not in arglib.PLACEMENT_VARIABLES}
     env.update(arglib.knob_env(args))
+    if args.network_interface and "NCCL_SOCKET_IFNAME" not in env:
+        # NCCL's own sockets (the GPU data plane) on the same interfaces, as horovodrun does.
+        env["NCCL_SOCKET_IFNAME"] = args.network_interface
     env["PYTHONUNBUFFERED"] = "1"  # Python ranks' lines arrive as they are printed
     return env
 

@@ -3,7 +3,8 @@
 The command is Horovod's (horovod/runner/mpi_run.py), trimmed:
 
     mpirun [--allow-run-as-root] --tag-output -np N -H h1:s1,h2:s2 [--oversubscribe]
-           -bind-to none -map-by slot [--mpi-args ...] -x ZEN_... -x PYTHONUNBUFFERED
+           -bind-to none -map-by slot [-mca btl_tcp_if_include IFACES -mca oob_tcp_if_include
+           IFACES] [--mpi-args ...] -x ZEN_... -x PYTHONUNBUFFERED
            python3 rank_wrapper.py --token T -- CMD ARGS...
 
 Ranks read their placement from OMPI_COMM_WORLD_* (the library derives it from the MPI
@@ -36,7 +37,8 @@ _FIRST_NAME = re.compile(rb"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _FIRST_CODE = re.compile(rb"Exit code:\s*(-?\d+)")
 _SIGNALLED = re.compile(rb"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
 # Forwarded with -x besides the ZEN_* variables: where programs and libraries are found.
-_ALSO_EXPORTED = ("PYTHONUNBUFFERED", "PATH", "LD_LIBRARY_PATH", "PYTHONPATH")
+_ALSO_EXPORTED = ("PYTHONUNBUFFERED", "PATH", "LD_LIBRARY_PATH", "PYTHONPATH",
+                  "NCCL_SOCKET_IFNAME")
 
 
 class TagParser:
@@ -121,7 +123,11 @@ def build_command(args, hosts, slots, env, mpirun="mpirun", python=None, token="
     argv += ["--tag-output", "-np", str(len(slots)), "-H", hostlib.format_hosts(used)]
     if oversubscribe:
         argv.append("--oversubscribe")
-    argv += ["-bind-to", "none", "-map-by", "slot"] + list(args.mpi_words)
+    argv += ["-bind-to", "none", "-map-by", "slot"]
+    if env.get("ZEN_IFACE"):  # --network-interface, as horovodrun passes it to Open MPI
+        argv += ["-mca", "btl_tcp_if_include", env["ZEN_IFACE"],
+                 "-mca", "oob_tcp_if_include", env["ZEN_IFACE"]]
+    argv += list(args.mpi_words)
     for name in sorted(env):
         if name.startswith("ZEN_") or name in _ALSO_EXPORTED:
             argv += ["-x", name]

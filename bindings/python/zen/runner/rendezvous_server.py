@@ -2,7 +2,7 @@
 from zenrun's process, answering for an elastic_rounds.Rounds book.
 
 Requests (one per connection; each carries the job's ZEN_SECRET, refused without it):
-  {"op": "join", "secret", "worker", "generation"}
+  {"op": "join", "secret", "worker", "generation"[, "interface": IPv4 address on ZEN_IFACE]}
       -> {"wait": true} every few seconds while the round forms, then one of
          {"ok", "placement": {rank, size, local_rank, local_size, cross_rank, cross_size},
           "generation", "controller": "host:port"}
@@ -16,6 +16,7 @@ Requests (one per connection; each carries the job's ZEN_SECRET, refused without
 """
 
 import hmac
+import ipaddress
 import socket
 import socketserver
 import threading
@@ -46,7 +47,7 @@ class _Handler(socketserver.StreamRequestHandler):
             if op == "pending":
                 self._send(server.rounds.pending(worker))
             elif op == "join":
-                self._join(worker)
+                self._join(worker, _ipv4_or_none(request.get("interface")))
             else:
                 self._send({"error": f"unknown request '{op}'"})
         except OSError:
@@ -55,12 +56,14 @@ class _Handler(socketserver.StreamRequestHandler):
     def _send(self, obj):
         json_lines.write(self.wfile, obj)
 
-    def _join(self, worker):
+    def _join(self, worker, interface):
         rounds = self.server.rounds
         # The address the join came from is the worker's own on its way to zenrun: where
-        # it listens and what the others dial when it is rank 0.
+        # it listens and what the others dial when it is rank 0, unless it named its address
+        # on ZEN_IFACE's interface (--network-interface).
         join = rounds.join(worker, heartbeat=lambda: self._send({"wait": True}),
-                           heartbeat_seconds=HEARTBEAT_SECONDS, peer=self.client_address[0])
+                           heartbeat_seconds=HEARTBEAT_SECONDS, peer=self.client_address[0],
+                           interface=interface)
         self._send(join.reply)
         if join.round is None or "publish" not in join.reply:
             return
@@ -75,6 +78,17 @@ class _Handler(socketserver.StreamRequestHandler):
             rounds.abandon(join.round, f"expected a publish request, found {answer!r}")
             return
         self._send(rounds.publish(join.round, int(answer["port"])))
+
+
+def _ipv4_or_none(text):
+    """A join's "interface" field when it is an IPv4 address, else None (absent or garbage:
+    the join's source address is used)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return str(ipaddress.IPv4Address(text))
+    except ValueError:
+        return None
 
 
 class _Server(socketserver.ThreadingTCPServer):

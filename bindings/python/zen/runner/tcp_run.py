@@ -18,10 +18,12 @@ import secrets
 import shlex
 import signal
 import socket
+import subprocess
 import sys
 
 from zen.common.controller_socket import controller_listener
 from zen.runner import hosts as hostlib
+from zen.runner import interfaces
 from zen.runner.output import is_ready_line
 from zen.runner.rank_wrapper import WRAPPER
 from zen.runner.supervisor import Supervisor, describe_ranks, signal_name
@@ -31,9 +33,47 @@ _LOCAL_ONLY = re.compile(r"^(HOSTNAME|PWD|OLDPWD|SHLVL|_|DISPLAY|XAUTHORITY|TERM
                          r"MAIL|LS_COLORS|SSH_.*|BASH_FUNC_.*|XDG_.*|DBUS_.*)$")
 
 
-def controller_addr(args, slots):
+def interface_address(args, host, iface, output):
+    """host's IPv4 address on interface iface: looked up here for this machine, else asked of
+    host through the launch command (interfaces.py as a script, bounded by --start-timeout or
+    30 s). None, after saying why, when it cannot be learnt: the ranks then report a missing
+    interface themselves (the library checks ZEN_IFACE at init)."""
+    if hostlib.is_local(host):
+        try:
+            return interfaces.ipv4_address(iface)
+        except interfaces.InterfaceError as e:
+            output.message(f"--network-interface: {e}")
+            return None
+    remote_python = os.environ.get("ZENRUN_REMOTE_PYTHON", "python3")
+    line = " ".join(shlex.quote(w) for w in (remote_python, interfaces.__file__, iface))
+    try:
+        done = subprocess.run(_launch_argv(args.launch_words, host, line), capture_output=True,
+                              text=True, stdin=subprocess.DEVNULL,
+                              timeout=args.start_timeout or 30.0)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        output.message(f"--network-interface: cannot ask {host} for its address on {iface}: {e}")
+        return None
+    address = done.stdout.strip()
+    if done.returncode != 0 or not _is_ipv4(address):
+        output.message(f"--network-interface: {host}: "
+                       f"{done.stderr.strip() or 'no address on ' + iface}")
+        return None
+    return address
+
+
+def _is_ipv4(text):
+    try:
+        socket.inet_aton(text)
+    except OSError:
+        return False
+    return text.count(".") == 3
+
+
+def controller_addr(args, slots, iface=None, output=None):
     """ZEN_CONTROLLER_ADDR, where rank 0 (on the first host) listens, and the socket listening
-    there when zenrun chose the port itself (rank 0 is local), else None."""
+    there when zenrun chose the port itself (rank 0 is local), else None. With iface (ZEN_IFACE's
+    first) and no --controller-addr host: the first host's address on that interface when it
+    can be learnt, so the control channel runs there too."""
     first = slots[0].host
     all_local = all(hostlib.is_local(s.host) for s in slots)
     host, port = None, None
@@ -42,6 +82,10 @@ def controller_addr(args, slots):
         if not sep:
             host, port_text = port_text, ""
         port = int(port_text) if port_text else None
+    on_iface = host is None and iface is not None
+    if on_iface:
+        host = interface_address(args, first, iface, output)
+        on_iface = host is not None
     if host is None:
         if all_local:
             host = "127.0.0.1"
@@ -53,7 +97,8 @@ def controller_addr(args, slots):
     listener = None
     if port is None:
         if hostlib.is_local(first):
-            listener = controller_listener("127.0.0.1" if all_local else "0.0.0.0")
+            listener = controller_listener(host if on_iface else
+                                           "127.0.0.1" if all_local else "0.0.0.0")
             port = listener.getsockname()[1]
         else:
             port = 20000 + secrets.randbelow(40000)  # cannot probe a remote host's ports
@@ -123,7 +168,9 @@ def run(args, slots, base_env, output):
     """Launches and supervises the ranks; returns zenrun's exit code."""
     token = secrets.token_hex(8)
     secret = secrets.token_hex(16)
-    controller, listener = controller_addr(args, slots)
+    iface = base_env.get("ZEN_IFACE")
+    controller, listener = controller_addr(args, slots, iface.split(",")[0] if iface else None,
+                                           output)
     host_of = {s.rank: s.host for s in slots}
     remote = [s for s in slots if not hostlib.is_local(s.host)]
     sup = Supervisor(output, host_of, args.start_timeout, args.grace_seconds,
