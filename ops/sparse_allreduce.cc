@@ -9,10 +9,9 @@
 //      collective, one alltoallv on every scheme. zen, agsparse and blocks carry it at the head
 //      of their first message (zen's and blocks' Push, agsparse's gather): no round of its own.
 //      hc and dense send it alone first (their first exchange cannot carry it: see
-//      call_summary.h). Every
-//      rank sees every failure and every disagreement before it reads a payload, so all return
-//      the same kInvalidArgument naming the rank; none is left waiting in a collective the
-//      others never enter.
+//      call_summary.h). Every rank sees every failure and every disagreement before it reads a
+//      payload, so all return the same kInvalidArgument naming the rank; none is left waiting
+//      in a collective the others never enter.
 //   4. no non-zero on any rank: empty (or zero dense) output, no more wire. The folding
 //      schemes learn it in their first exchange, which then carried the summaries only, and
 //      stop there.
