@@ -90,8 +90,9 @@ BlockSlots appendBlock(const BlockGeometry& g, int64_t block, ByteVector* out) {
 std::vector<ByteVector> encodeBlocksPush(const BlockGeometry& g,
                                          const int64_t* indices,
                                          const void* values,
-                                         size_t count) {
-  std::vector<ByteVector> parts(static_cast<size_t>(g.ranks));
+                                         size_t count,
+                                         const ByteVector& lead) {
+  std::vector<ByteVector> parts(static_cast<size_t>(g.ranks), lead);
   const size_t rowBytes = g.rowBytes();
   const auto* in = static_cast<const uint8_t*>(values);
   int64_t current = -1;

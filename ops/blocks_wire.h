@@ -75,11 +75,13 @@ struct BlockSlots {
 BlockSlots appendBlock(const BlockGeometry& g, int64_t block, ByteVector* out);
 
 // The push parts, one per owner, of `count` rows with ascending unique indices in
-// [0, numRows) and count x rowBytes() of values.
+// [0, numRows) and count x rowBytes() of values; each message starts with `lead` (the call
+// summary, ops/call_summary.h), the part behind it.
 std::vector<ByteVector> encodeBlocksPush(const BlockGeometry& g,
                                          const int64_t* indices,
                                          const void* values,
-                                         size_t count);
+                                         size_t count,
+                                         const ByteVector& lead = {});
 // A pull part's load; the owner's blocks follow, appended with appendBlock.
 void startBlocksPull(uint64_t load, ByteVector* out);
 

@@ -4,32 +4,36 @@
 //   1. local checks: CPU tensor, known dtype / op / scheme, rowSize in [1, 2^31], buffers, and
 //      every index in [0, numRows) (the first bad one is named).
 //   2. size == 1: coalesce (dense scheme: densify) locally; Average divides by 1. No wire.
-//   3. one allgatherv of every rank's call summary (ops/wire_format.h CallInfo: shape, dtype,
-//      op, scheme, seed, nnz and, on failure, the error). Every rank sees every failure and
-//      every disagreement, so all return the same kInvalidArgument naming the rank; none is
-//      left waiting in a collective the others never enter.
-//   4. no non-zero on any rank: empty (or zero dense) output, no more wire.
+//   3. every rank's call summary (ops/call_summary.h; ops/wire_format.h CallInfo: shape, dtype,
+//      op, scheme, seed, nnz and, on failure, the error) reaches every rank in the call's first
+//      collective, one alltoallv on every scheme. zen, agsparse and blocks carry it at the head
+//      of their first message (zen's and blocks' Push, agsparse's gather): no round of its own.
+//      hc and dense send it alone first (their first exchange cannot carry it: see
+//      call_summary.h). Every rank sees every failure and every disagreement before it reads a
+//      payload, so all return the same kInvalidArgument naming the rank; none is left waiting
+//      in a collective the others never enter.
+//   4. no non-zero on any rank: empty (or zero dense) output, no more wire. The folding
+//      schemes learn it in their first exchange, which then carried the summaries only, and
+//      stop there.
 //   5. kAuto resolves to zen (the paper's winner in practice; the CPU executor chooses among
 //      zen, hc and agsparse by profiling, ops/auto_scheme.h); run the scheme; fill SyncStats.
-// Bytes on the wire per rank: (n - 1) x 56 sent and received in step 3 (plus the error text
-// when a rank failed), then the scheme's (see its file).
+// Rounds per call: zen 2 (Push, Pull), agsparse 1, blocks 2 (Push, Pull); hc and dense 1 +
+// their own.
+// Bytes on the wire per rank: (n - 1) x 56 sent and received for the summaries (plus the error
+// text, padded to 8 bytes, when a rank failed), then the scheme's payloads (see its file).
 #include "ops/sparse_allreduce.h"
 
 #include <fmt/format.h>
 
 #include "core/nonzero.h"
+#include "ops/call_summary.h"
 #include "ops/sparse_rows.h"
-#include "ops/wire_format.h"
 
 namespace zen::ops {
 namespace {
 
 double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-Scheme resolve(Scheme scheme) {
-  return scheme == Scheme::kAuto ? Scheme::kZen : scheme;
 }
 
 Status checkLocal(const SparseAllreduceOptions& o) {
@@ -44,7 +48,7 @@ Status checkLocal(const SparseAllreduceOptions& o) {
   ZEN_CHECK_ARG(o.scheme <= Scheme::kDense, "unknown scheme {}", static_cast<int>(o.scheme));
   ZEN_CHECK_ARG(in.rowSize >= 1 && in.rowSize <= kMaxWireRowSize,
                 "row size must be in [1, {}], got {}", kMaxWireRowSize, in.rowSize);
-  ZEN_CHECK_ARG(resolve(o.scheme) != Scheme::kZen || in.nnz < (int64_t{1} << 32) - 1,
+  ZEN_CHECK_ARG(resolveScheme(o.scheme) != Scheme::kZen || in.nnz < (int64_t{1} << 32) - 1,
                 "{} entries exceed zen's 2^32 - 1 per call", in.nnz);
   return validateSparse(in);
 }
@@ -79,87 +83,37 @@ Status runLocal(const SparseAllreduceOptions& o, Scheme scheme, SparseAllreduceR
   return Status::ok();
 }
 
-CallInfo describe(const SparseAllreduceOptions& o, int rank, const Status& local) {
-  CallInfo info;
-  info.rank = rank;
-  info.op = o.op;
-  info.scheme = o.scheme;
-  info.failed = !local.isOk();
-  info.denseOutput = o.denseOutput;
-  info.dtype = o.input.dtype;
-  info.rowSize = o.input.rowSize;
-  info.numRows = o.input.numRows;
-  info.nnz = o.input.nnz;
-  info.seed = o.seed;
-  info.message = local.message();
-  // Garbage the summary cannot carry only travels in a failed one.
-  if (info.failed) {
-    if (info.op > ReduceOp::kAverage) info.op = ReduceOp::kSum;
-    if (info.scheme > Scheme::kDense) info.scheme = Scheme::kAuto;
-  }
-  return info;
+// The schemes whose first exchange carries the call summary (steps 3-4 inside them).
+bool foldsSummary(Scheme scheme) {
+  return scheme == Scheme::kZen || scheme == Scheme::kAgSparse || scheme == Scheme::kBlocks;
 }
 
-// Step 3: the first call-wide error, identical on every rank; *totalNnz on success.
-Status agree(const SparseAllreduceOptions& o, const Status& local, int64_t* totalNnz) {
-  Transport& t = *o.transport;
-  ByteVector mine;
-  encodeCallInfo(describe(o, t.rank(), local), &mine);
-  std::vector<ByteVector> all;
-  ZEN_RETURN_IF_ERROR(t.allgatherv(mine.data(), mine.size(), &all));
-
-  std::vector<CallInfo> infos;
-  std::string failures;
-  for (int p = 0; p < t.size(); ++p) {
-    Result<CallInfo> info = decodeCallInfo(all[p].data(), all[p].size(), p);
-    if (!info.isOk()) {
-      return ZEN_ERROR(StatusCode::kIoError, "sparse allreduce: call summary from rank {}: {}", p,
-                       info.status().message());
-    }
-    if (info.value().failed) {
-      failures +=
-          fmt::format("{}rank {}: {}", failures.empty() ? "" : "; ", p, info.value().message);
-    }
-    infos.push_back(std::move(info).value());
-  }
-  if (!failures.empty()) {
-    return ZEN_ERROR(StatusCode::kInvalidArgument, "sparse allreduce: {}", failures);
-  }
-  const CallInfo& first = infos[0];
-  *totalNnz = 0;
-  for (const CallInfo& info : infos) {
-    const int p = info.rank;
-    ZEN_CHECK_ARG(info.numRows == first.numRows && info.rowSize == first.rowSize,
-                  "sparse allreduce: rank {} passed {} rows x {}, rank 0 {} rows x {}", p,
-                  info.numRows, info.rowSize, first.numRows, first.rowSize);
-    ZEN_CHECK_ARG(info.dtype == first.dtype, "sparse allreduce: rank {} passed dtype {}, rank 0 {}",
-                  p, dataTypeName(info.dtype), dataTypeName(first.dtype));
-    ZEN_CHECK_ARG(info.op == first.op, "sparse allreduce: rank {} asked for {}, rank 0 for {}", p,
-                  reduceOpName(info.op), reduceOpName(first.op));
-    ZEN_CHECK_ARG(info.scheme == first.scheme,
-                  "sparse allreduce: rank {} asked for scheme {}, rank 0 for {}", p,
-                  schemeName(info.scheme), schemeName(first.scheme));
-    ZEN_CHECK_ARG(resolve(first.scheme) != Scheme::kZen || info.seed == first.seed,
-                  "sparse allreduce: rank {} uses zen seed {:#x}, rank 0 {:#x}", p, info.seed,
-                  first.seed);
-    *totalNnz += info.nnz;
-  }
-  return Status::ok();
-}
-
-Status runScheme(const SparseAllreduceOptions& o, Scheme scheme, SparseAllreduceResult* result) {
+Status runFolded(const SparseAllreduceOptions& o,
+                 Scheme scheme,
+                 const CallInfo& summary,
+                 SparseAllreduceResult* result) {
   switch (scheme) {
     case Scheme::kZen:
-      return sparseAllreduceZen(o, result);
+      return sparseAllreduceZen(o, summary, result);
     case Scheme::kAgSparse:
-      return sparseAllreduceAgSparse(o, result);
+      return sparseAllreduceAgSparse(o, summary, result);
+    case Scheme::kBlocks:
+      return sparseAllreduceBlocks(o, summary, result);
+    default:
+      break;
+  }
+  return ZEN_ERROR(StatusCode::kInternal, "sparse allreduce: scheme {} does not fold the summary",
+                   schemeName(scheme));
+}
+
+// After the dispatcher's summary round.
+Status runScheme(const SparseAllreduceOptions& o, Scheme scheme, SparseAllreduceResult* result) {
+  switch (scheme) {
     case Scheme::kDense:
       return sparseAllreduceDense(o, result);
     case Scheme::kHc:
       return sparseAllreduceHc(o, result);
-    case Scheme::kBlocks:
-      return sparseAllreduceBlocks(o, result);
-    case Scheme::kAuto:
+    default:
       break;
   }
   return ZEN_ERROR(StatusCode::kInternal, "sparse allreduce: unresolved scheme {}",
@@ -191,7 +145,7 @@ Status sparseAllreduce(const SparseAllreduceOptions& options, SparseAllreduceRes
   Transport& t = *options.transport;
   const auto start = Clock::now();
   const TransportCounters before = t.counters();
-  const Scheme scheme = resolve(options.scheme);
+  const Scheme scheme = resolveScheme(options.scheme);
   // Keep the result's capacity across calls; only its contents are reset.
   result->sparse.indices.clear();
   result->sparse.values.clear();
@@ -209,9 +163,12 @@ Status sparseAllreduce(const SparseAllreduceOptions& options, SparseAllreduceRes
                  ? runLocal(options, scheme, result)
                  : ZEN_ERROR(local.code(), "sparse allreduce: rank 0: {}", local.message());
     result->stats.phases.emplace_back("local", secondsSince(start));
+  } else if (foldsSummary(scheme)) {
+    status = runFolded(options, scheme, describeCall(options, t.rank(), local), result);
+    if (status.isOk() && result->stats.totalNnz == 0) emptyResult(options, scheme, result);
   } else {
     int64_t totalNnz = 0;
-    status = agree(options, local, &totalNnz);
+    status = agreeOnCall(t, describeCall(options, t.rank(), local), &totalNnz);
     result->stats.totalNnz = totalNnz;
     result->stats.phases.emplace_back("validate", secondsSince(start));
     if (status.isOk() && totalNnz == 0) {

@@ -99,22 +99,33 @@ struct SparseAllreduceResult {
   SyncStats stats;
 };
 
-// Validates locally (rowSize, CPU tensor, index range), short-circuits size == 1, then makes one
-// small collective (every rank's call summary, ~56 bytes, allgathered) so that a bad input on
-// any rank, or ranks that disagree on numRows / rowSize / dtype / op / scheme / seed, becomes
-// the same kInvalidArgument on every rank, naming the rank and the bad index; short-circuits
-// when no rank has a non-zero; resolves kAuto to zen (the executor's ops/auto_scheme.h
-// profiles and passes a concrete scheme) and runs the chosen scheme.
+// Validates locally (rowSize, CPU tensor, index range), short-circuits size == 1, then sends
+// every rank's call summary (~56 bytes) to every rank in the call's first collective (zen,
+// agsparse and blocks: inside their first exchange; hc and dense: alone, first) so that a bad input
+// on any rank, or ranks that disagree on numRows / rowSize / dtype / op / scheme / seed,
+// becomes the same kInvalidArgument on every rank, naming the rank and the bad index;
+// short-circuits when no rank has a non-zero; resolves kAuto to zen (the executor's
+// ops/auto_scheme.h profiles and passes a concrete scheme) and runs the chosen scheme.
 // Transport failures come back as the transport reported them.
 Status sparseAllreduce(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
 
 // The schemes, one file each (sparse_allreduce_<scheme>.cc). Called by the dispatcher with
-// validated options and size > 1.
-Status sparseAllreduceZen(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
+// size > 1. zen, agsparse and blocks carry the call summary in their first exchange
+// (ops/call_summary.h): they get this rank's summary (failed when the local checks failed: they
+// then send it alone) and return the verdict; they set stats.totalNnz, and when it is 0 they
+// stop after that exchange, leaving the empty result to the dispatcher. hc and dense get
+// options the dispatcher's summary round has validated.
+struct CallInfo;  // ops/wire_format.h
+Status sparseAllreduceZen(const SparseAllreduceOptions& options,
+                          const CallInfo& summary,
+                          SparseAllreduceResult* result);
 Status sparseAllreduceHc(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
 Status sparseAllreduceAgSparse(const SparseAllreduceOptions& options,
+                               const CallInfo& summary,
                                SparseAllreduceResult* result);
-Status sparseAllreduceBlocks(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
+Status sparseAllreduceBlocks(const SparseAllreduceOptions& options,
+                             const CallInfo& summary,
+                             SparseAllreduceResult* result);
 Status sparseAllreduceDense(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
 
 }  // namespace zen::ops

@@ -12,7 +12,10 @@
 //      each row once to the dtype (ops/sparse_rows.h, as Zen's Push does).
 //   2. push (alltoallv): each block holding at least one of this rank's rows goes to its
 //      owner as (uint32 block id, ceil(R / 8)-byte row mask, the block's rows densely in the
-//      dtype, absent rows zero). The mask keeps the union of the rows any rank sent.
+//      dtype, absent rows zero), behind this rank's call summary (ops/call_summary.h: a failed
+//      rank sends the summary alone). The mask keeps the union of the rows any rank sent. The
+//      summaries' verdict comes before any part is read: an error, or no rows anywhere, ends
+//      the call here on every rank alike.
 //   3. aggregate: the owner sums the masked rows in the accumulator type (fp32 for 16-bit
 //      floats) and ORs the masks; Average divides by n there; each row is rounded once.
 //   4. pull (allgatherv): each owner sends (uint64 blocks it received, then its aggregated
@@ -21,7 +24,8 @@
 // The geometry and the encodings, with their validating decoders, are in ops/blocks_wire.h.
 //
 // Bytes on the wire per rank j, with blockBytes = 4 + ceil(R / 8) + R * rowBytes:
-//   push sent     = (this rank's non-empty blocks owned by others) * blockBytes
+//   push sent     = (n - 1) * 56 (the call summaries)
+//                   + (this rank's non-empty blocks owned by others) * blockBytes
 //   pull sent     = (n - 1) * (8 + aggregated non-empty blocks of range j * blockBytes)
 //   pull received = sum over the other owners of the same.
 // A block costs its full R rows however few are set: at low density that is up to R times
@@ -35,6 +39,7 @@
 
 #include "ops/blocks_wire.h"
 #include "ops/byte_io.h"
+#include "ops/call_summary.h"
 #include "ops/sparse_allreduce.h"
 #include "ops/sparse_rows.h"
 
@@ -62,8 +67,9 @@ class BlockOwner {
         seen_(static_cast<size_t>(rows_), 0) {}
 
   // Adds rank `peer`'s push part, validated whole before any of it is read.
-  Status add(const ByteVector& part, int peer) {
-    const Result<BlocksPartView> decoded = decodeBlocksPush(part.data(), part.size(), g_, rank_);
+  Status add(const ConstBytes& part, int peer) {
+    const Result<BlocksPartView> decoded =
+        decodeBlocksPush(static_cast<const uint8_t*>(part.data), part.size, g_, rank_);
     if (!decoded.isOk()) {
       return ZEN_ERROR(StatusCode::kIoError, "blocks: corrupt part from rank {}: {}", peer,
                        decoded.status().message());
@@ -161,33 +167,49 @@ Status decodePull(const BlockGeometry& g,
   return Status::ok();
 }
 
-template <typename T>
-Status runBlocks(const SparseAllreduceOptions& options, SparseAllreduceResult* result) {
-  Transport& t = *options.transport;
-  const int n = t.size();
-  const BlockGeometry g(options.input.numRows, options.input.rowSize, n, sizeof(T));
+Status checkBlockIds(const BlockGeometry& g) {
   ZEN_CHECK_ARG(g.numBlocks <= int64_t{std::numeric_limits<uint32_t>::max()} + 1,
                 "blocks: {} rows make {} blocks of {} rows, more than 32-bit block ids address",
                 g.numRows, g.numBlocks, g.rowsPerBlock);
+  return Status::ok();
+}
+
+template <typename T>
+Status runBlocks(const SparseAllreduceOptions& options,
+                 const CallInfo& summary,
+                 SparseAllreduceResult* result) {
+  Transport& t = *options.transport;
+  const int n = t.size();
+  const BlockGeometry g(options.input.numRows, options.input.rowSize, n, sizeof(T));
   auto& phases = result->stats.phases;
 
+  // A failure before the push travels in the summary, so that nobody waits for this rank.
   auto start = Clock::now();
+  CallInfo mine = summary;
   SparseTensor rows;
-  ZEN_RETURN_IF_ERROR(coalesceRows({options.input}, 1, &rows, coalesceScratch(options)));
+  Status local = checkBlockIds(g);
+  if (local.isOk()) local = coalesceRows({options.input}, 1, &rows, coalesceScratch(options));
+  if (!local.isOk()) failCall(local, &mine);
+  ByteVector lead;
+  startSummarized(mine, &lead);
   const std::vector<ByteVector> push =
-      encodeBlocksPush(g, rows.indices.data(), rows.values.data(), rows.indices.size());
+      mine.failed
+          ? std::vector<ByteVector>(n, lead)
+          : encodeBlocksPush(g, rows.indices.data(), rows.values.data(), rows.indices.size(), lead);
   phases.emplace_back("coalesce", secondsSince(start));
 
   start = Clock::now();
   std::vector<ConstBytes> sends(push.size());
   for (size_t p = 0; p < push.size(); ++p) sends[p] = ConstBytes{push[p].data(), push[p].size()};
   std::vector<ByteVector> received;
-  ZEN_RETURN_IF_ERROR(t.alltoallv(sends, &received));
+  std::vector<ConstBytes> parts;
+  ZEN_RETURN_IF_ERROR(exchangeSummaries(t, sends, &received, &parts, &result->stats.totalNnz));
   phases.emplace_back("push", secondsSince(start));
+  if (result->stats.totalNnz == 0) return Status::ok();  // every rank stops here alike
 
   start = Clock::now();
   BlockOwner<T> owner(g, t.rank());
-  for (int p = 0; p < n; ++p) ZEN_RETURN_IF_ERROR(owner.add(received[p], p));
+  for (int p = 0; p < n; ++p) ZEN_RETURN_IF_ERROR(owner.add(parts[p], p));
   const ByteVector pull = owner.encodePull(options.op == ReduceOp::kAverage ? n : 1);
   phases.emplace_back("aggregate", secondsSince(start));
 
@@ -209,10 +231,15 @@ Status runBlocks(const SparseAllreduceOptions& options, SparseAllreduceResult* r
 
 }  // namespace
 
-Status sparseAllreduceBlocks(const SparseAllreduceOptions& options, SparseAllreduceResult* result) {
+Status sparseAllreduceBlocks(const SparseAllreduceOptions& options,
+                             const CallInfo& summary,
+                             SparseAllreduceResult* result) {
+  // A failed rank's dtype may be none at all: it sends its summary alone (the verdict).
+  if (summary.failed) return agreeOnCall(*options.transport, summary, &result->stats.totalNnz);
   // The dispatcher fills bytes, seconds and the scheme around this call.
-  return dispatchDataType(options.input.dtype,
-                          [&](auto tag) { return runBlocks<decltype(tag)>(options, result); });
+  return dispatchDataType(options.input.dtype, [&](auto tag) {
+    return runBlocks<decltype(tag)>(options, summary, result);
+  });
 }
 
 }  // namespace zen::ops

@@ -3,8 +3,11 @@
 // Steps on rank r of n (|G| = numRows, rb = bytes per row, IndexMap(|G|, n, seed)):
 //   1. partition: Algorithm 1 (HashPartitioner) splits the input into n Push lists of
 //      (4-byte local position, row), this rank's duplicate indices summed.
-//   2. push: one alltoallv; list p goes to rank p as a COO (positions) payload. The own list
-//      stays local (an empty message to self).
+//   2. push: one alltoallv; list p goes to rank p as a COO (positions) payload behind this
+//      rank's call summary (ops/call_summary.h; a failed rank, or one with no rows, sends the
+//      summary alone). The own list stays local (the summary alone to self). The summaries'
+//      verdict comes before any payload is read: an error, or no rows anywhere, ends the call
+//      here on every rank alike.
 //   3. aggregate: server r validates the n - 1 payloads, then scatter-adds all n lists in rank
 //      order into its |I_r| accumulator rows (fp32 for 16-bit floats, PartitionAggregator).
 //   4. encode: Algorithm 2 (core/hash_bitmap.h), scaled by 1/n for Average, then the fewest
@@ -17,14 +20,15 @@
 //   6. decode: every part, own included, validated, into the dense output or into (index,
 //      row) pairs sorted by index.
 // Bytes on the wire per rank (16-byte header per message, arrays padded to 8 bytes;
-// c_rp = entries rank r pushes to p, a_j = aggregated rows of part j):
-//   push sent  = sum_{p != r} 16 + pad8(4 c_rp) + c_rp rb;  push recv likewise with c_pr
+// c_rp = entries rank r pushes to p, a_j = aggregated rows of part j; 56 the call summary):
+//   push sent  = sum_{p != r} 56 + 16 + pad8(4 c_rp) + c_rp rb;  push recv likewise with c_pr
+//                (56 alone from a rank with no rows)
 //   pull sent  = (n - 1) part_r;                             pull recv = sum_{j != r} part_j
 //   part_j     = min(16 + pad8(4 a_j) + a_j rb,              COO
 //                    24 + pad8(ceil(|I_j| / 8)) + a_j rb,    hash bitmap
 //                    24 + |I_j| rb if a_j = |I_j|)           dense
-// With bitmaps this is core/traffic_model.h's bpHashBitmapTraffic plus the headers; the
-// dispatcher's call summary adds (n - 1) x 56 bytes each way.
+// With bitmaps this is core/traffic_model.h's bpHashBitmapTraffic plus the headers and the
+// (n - 1) x 56 bytes of call summaries each way, in two rounds (Push, Pull).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -37,6 +41,7 @@
 #include "core/hash_partitioner.h"
 #include "core/index_map.h"
 #include "core/radix_sort.h"
+#include "ops/call_summary.h"
 #include "ops/sparse_allreduce.h"
 #include "ops/sparse_rows.h"
 #include "ops/wire_format.h"
@@ -271,7 +276,9 @@ Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduc
 
 }  // namespace
 
-Status sparseAllreduceZen(const SparseAllreduceOptions& o, SparseAllreduceResult* result) {
+Status sparseAllreduceZen(const SparseAllreduceOptions& o,
+                          const CallInfo& callSummary,
+                          SparseAllreduceResult* result) {
   Transport& t = *o.transport;
   const int n = t.size();
   const int r = t.rank();
@@ -279,30 +286,42 @@ Status sparseAllreduceZen(const SparseAllreduceOptions& o, SparseAllreduceResult
   const RowFormat format{in.dtype, in.rowSize};
   SparseAllreduceWorkspace scratch;
   Zen& ws = o.workspace != nullptr ? o.workspace->zen() : scratch.zen();
-  prepare(o, n, &ws);
   PhaseClock clock(&result->stats);
-
-  // 1. Algorithm 1.
-  ZEN_RETURN_IF_ERROR(ws.partitioner->partition(in, &ws.lists, nullptr));
   const PushLists& lists = ws.lists;
-  int64_t largest = 0;
-  for (int p = 0; p < n; ++p) largest = std::max(largest, lists.count(p));
-  result->stats.imbalance =
-      lists.total() == 0 ? 1.0 : static_cast<double>(largest) * n / lists.total();
+
+  // 1. Algorithm 1 (not on a failed rank: its input may be what failed).
+  CallInfo summary = callSummary;
+  if (!summary.failed) {
+    prepare(o, n, &ws);
+    const Status partitioned = ws.partitioner->partition(in, &ws.lists, nullptr);
+    if (!partitioned.isOk()) failCall(partitioned, &summary);  // told in the Push, not left
+  }
+  const bool hasRows = !summary.failed && in.nnz > 0;  // else the summary alone
+  if (hasRows) {
+    int64_t largest = 0;
+    for (int p = 0; p < n; ++p) largest = std::max(largest, lists.count(p));
+    result->stats.imbalance =
+        lists.total() == 0 ? 1.0 : static_cast<double>(largest) * n / lists.total();
+  }
   clock.mark("partition");
 
-  // 2. Push.
+  // 2. Push, each list behind the call summary; the own list stays local.
   ws.pushPayloads.resize(n);
-  std::vector<ConstBytes> sends(n);
+  std::vector<ConstBytes> messages(n);
   for (int p = 0; p < n; ++p) {
-    if (p == r) continue;
-    const int64_t begin = lists.offsets[p];
-    encodeCooPositions(format, lists.positions.data() + begin, lists.row(begin), lists.count(p),
-                       &ws.pushPayloads[p]);
-    sends[p] = ConstBytes{ws.pushPayloads[p].data(), ws.pushPayloads[p].size()};
+    const size_t at = startSummarized(summary, &ws.pushPayloads[p]);
+    if (hasRows && p != r) {
+      const int64_t begin = lists.offsets[p];
+      encodeCooPositions(format, lists.positions.data() + begin, lists.row(begin), lists.count(p),
+                         &ws.pushPayloads[p], at);
+    }
+    messages[p] = ConstBytes{ws.pushPayloads[p].data(), ws.pushPayloads[p].size()};
   }
-  ZEN_RETURN_IF_ERROR(t.alltoallv(sends, &ws.received));
+  std::vector<ConstBytes> pushed;
+  ZEN_RETURN_IF_ERROR(
+      exchangeSummaries(t, messages, &ws.received, &pushed, &result->stats.totalNnz));
   clock.mark("push");
+  if (result->stats.totalNnz == 0) return Status::ok();  // every rank stops here alike
 
   // 3. Aggregate, in rank order.
   PartitionAggregator& agg = *ws.aggregator;
@@ -315,9 +334,10 @@ Status sparseAllreduceZen(const SparseAllreduceOptions& o, SparseAllreduceResult
           agg.add(lists.positions.data() + begin, lists.row(begin), lists.count(p)));
       continue;
     }
-    const ByteVector& payload = ws.received[p];
-    const Result<CooPositionsView> view = decodeCooPositions(
-        payload.data(), payload.size(), format, partSize, static_cast<int64_t>(partSize), false);
+    if (pushed[p].size == 0) continue;  // a rank with no rows sent its summary alone
+    const Result<CooPositionsView> view =
+        decodeCooPositions(static_cast<const uint8_t*>(pushed[p].data), pushed[p].size, format,
+                           partSize, static_cast<int64_t>(partSize), false);
     ZEN_RETURN_IF_ERROR(fromRank(view.status(), "push payload", p));
     ZEN_RETURN_IF_ERROR(agg.add(view.value().positions, view.value().values, view.value().count));
   }

@@ -43,16 +43,17 @@ struct Header {
   uint64_t count;
 };
 
-// Sizes `out` to `bytes` and writes the header. Bytes past the header are left for the caller
-// except the padding, which the start* functions zero.
+// Sizes `out` to `at + bytes` and writes the header at byte `at` (the bytes before it kept). Bytes
+// past the header are left for the caller except the padding, which the start* functions zero.
 uint8_t* writeHeader(PayloadKind kind,
                      DataType dtype,
                      int64_t rowSize,
                      uint64_t count,
                      size_t bytes,
-                     ByteVector* out) {
-  out->resize(bytes);
-  uint8_t* p = out->data();
+                     ByteVector* out,
+                     size_t at = 0) {
+  out->resize(at + bytes);
+  uint8_t* p = out->data() + at;
   p[0] = kWireMagic;
   p[1] = kWireVersion;
   p[2] = static_cast<uint8_t>(kind);
@@ -192,10 +193,13 @@ size_t cooIndicesBytes(int64_t count, size_t rowBytes) {
   return kWireHeaderBytes + static_cast<size_t>(count) * (8 + rowBytes);
 }
 
-CooIndicesSlots startCooIndices(const RowFormat& format, int64_t count, ByteVector* out) {
+CooIndicesSlots startCooIndices(const RowFormat& format,
+                                int64_t count,
+                                ByteVector* out,
+                                size_t at) {
   uint8_t* p =
       writeHeader(PayloadKind::kCooIndices, format.dtype, format.rowSize,
-                  static_cast<uint64_t>(count), cooIndicesBytes(count, format.rowBytes()), out);
+                  static_cast<uint64_t>(count), cooIndicesBytes(count, format.rowBytes()), out, at);
   return {reinterpret_cast<int64_t*>(p + kWireHeaderBytes),
           reinterpret_cast<std::byte*>(p + kWireHeaderBytes + static_cast<size_t>(count) * 8)};
 }
@@ -204,8 +208,9 @@ void encodeCooIndices(const RowFormat& format,
                       const int64_t* indices,
                       const void* values,
                       int64_t count,
-                      ByteVector* out) {
-  const CooIndicesSlots slots = startCooIndices(format, count, out);
+                      ByteVector* out,
+                      size_t at) {
+  const CooIndicesSlots slots = startCooIndices(format, count, out, at);
   if (count == 0) return;
   std::memcpy(slots.indices, indices, static_cast<size_t>(count) * 8);
   std::memcpy(slots.values, values, static_cast<size_t>(count) * format.rowBytes());
@@ -238,10 +243,13 @@ size_t cooPositionsBytes(int64_t count, size_t rowBytes) {
   return u32ArrayEnd(count) + static_cast<size_t>(count) * rowBytes;
 }
 
-CooPositionsSlots startCooPositions(const RowFormat& format, int64_t count, ByteVector* out) {
-  uint8_t* p =
-      writeHeader(PayloadKind::kCooPositions, format.dtype, format.rowSize,
-                  static_cast<uint64_t>(count), cooPositionsBytes(count, format.rowBytes()), out);
+CooPositionsSlots startCooPositions(const RowFormat& format,
+                                    int64_t count,
+                                    ByteVector* out,
+                                    size_t at) {
+  uint8_t* p = writeHeader(PayloadKind::kCooPositions, format.dtype, format.rowSize,
+                           static_cast<uint64_t>(count),
+                           cooPositionsBytes(count, format.rowBytes()), out, at);
   const size_t end = kWireHeaderBytes + static_cast<size_t>(count) * 4;
   std::memset(p + end, 0, u32ArrayEnd(count) - end);
   return {reinterpret_cast<uint32_t*>(p + kWireHeaderBytes),
@@ -252,8 +260,9 @@ void encodeCooPositions(const RowFormat& format,
                         const uint32_t* positions,
                         const void* values,
                         int64_t count,
-                        ByteVector* out) {
-  const CooPositionsSlots slots = startCooPositions(format, count, out);
+                        ByteVector* out,
+                        size_t at) {
+  const CooPositionsSlots slots = startCooPositions(format, count, out, at);
   if (count == 0) return;
   std::memcpy(slots.positions, positions, static_cast<size_t>(count) * 4);
   std::memcpy(slots.values, values, static_cast<size_t>(count) * format.rowBytes());
@@ -469,6 +478,29 @@ void encodeCallInfo(const CallInfo& info, ByteVector* out) {
   store<int64_t>(body + 24, info.nnz);
   store<uint64_t>(body + 32, info.seed);
   if (messageBytes > 0) std::memcpy(body + kCallInfoBody, info.message.data(), messageBytes);
+}
+
+size_t startSummarized(const CallInfo& info, ByteVector* out) {
+  encodeCallInfo(info, out);
+  out->resize(roundUp8(out->size()), 0);
+  return out->size();
+}
+
+Result<SummarizedView> decodeSummarized(const uint8_t* data, size_t size, int expectedRank) {
+  ZEN_ASSIGN_OR_RETURN(const Header h, readHeader(data, size, PayloadKind::kCallInfo));
+  ZEN_RETURN_IF_ERROR(
+      checkCount(h, kMaxCallMessageBytes, size, kWireHeaderBytes + kCallInfoBody, 1));
+  const size_t summary = kWireHeaderBytes + kCallInfoBody + h.count;
+  const size_t padded = roundUp8(summary);
+  ZEN_CHECK_ARG(size >= padded,
+                "call-info payload of {} message bytes is not padded to {}: {} bytes", h.count,
+                padded, size);
+  ZEN_RETURN_IF_ERROR(checkZero(h, data + summary, data + padded));
+  SummarizedView v;
+  ZEN_ASSIGN_OR_RETURN(v.info, decodeCallInfo(data, summary, expectedRank));
+  v.payload = data + padded;
+  v.payloadBytes = size - padded;
+  return v;
 }
 
 Result<CallInfo> decodeCallInfo(const uint8_t* data, size_t size, int expectedRank) {

@@ -22,6 +22,10 @@ namespace zen::ops {
 // buffer (every ByteVector a transport returns is). Multi-byte fields are in host order and
 // the library builds for little-endian hosts only.
 //
+// A payload may also follow a call summary in one message (the schemes' first exchange: see
+// "a call summary leading a message" below); encoders that take `at` write the payload from
+// byte `at` of *out (a multiple of 8), keeping the bytes before it.
+//
 // Decoders never trust the payload: they check the header, the expected dtype and row size,
 // that count is at most what the caller allows, and that the size is exactly what count
 // implies (with overflow-checked arithmetic), all before reading any array; then the array
@@ -77,12 +81,16 @@ struct CooIndicesSlots {
   int64_t* indices;
   std::byte* values;
 };
-CooIndicesSlots startCooIndices(const RowFormat& format, int64_t count, ByteVector* out);
+CooIndicesSlots startCooIndices(const RowFormat& format,
+                                int64_t count,
+                                ByteVector* out,
+                                size_t at = 0);
 void encodeCooIndices(const RowFormat& format,
                       const int64_t* indices,
                       const void* values,
                       int64_t count,
-                      ByteVector* out);
+                      ByteVector* out,
+                      size_t at = 0);
 // Indices in [0, numRows), count <= maxCount; repeats allowed (uncoalesced input).
 Result<CooIndicesView> decodeCooIndices(
     const uint8_t* data, size_t size, const RowFormat& format, int64_t numRows, int64_t maxCount);
@@ -98,12 +106,16 @@ struct CooPositionsSlots {
   uint32_t* positions;
   std::byte* values;
 };
-CooPositionsSlots startCooPositions(const RowFormat& format, int64_t count, ByteVector* out);
+CooPositionsSlots startCooPositions(const RowFormat& format,
+                                    int64_t count,
+                                    ByteVector* out,
+                                    size_t at = 0);
 void encodeCooPositions(const RowFormat& format,
                         const uint32_t* positions,
                         const void* values,
                         int64_t count,
-                        ByteVector* out);
+                        ByteVector* out,
+                        size_t at = 0);
 // Positions < bound, count <= maxCount; with strictlyAscending, no repeats and in order.
 Result<CooPositionsView> decodeCooPositions(const uint8_t* data,
                                             size_t size,
@@ -200,5 +212,19 @@ struct CallInfo {
 void encodeCallInfo(const CallInfo& info, ByteVector* out);
 // expectedRank: the rank the payload came from.
 Result<CallInfo> decodeCallInfo(const uint8_t* data, size_t size, int expectedRank);
+
+// --- a call summary leading a message (the schemes' first exchange, ops/call_summary.h) -----
+// One message = the call-info payload above | zero padding to a multiple of 8 | the scheme's
+// payload, if any, which thus starts 8-byte aligned. Writes the summary and its padding into
+// *out (sized to exactly that) and returns their size: the `at` for the payload's encoder.
+size_t startSummarized(const CallInfo& info, ByteVector* out);
+struct SummarizedView {
+  CallInfo info;
+  const uint8_t* payload = nullptr;  // the bytes after the summary's padding, not looked at
+  size_t payloadBytes = 0;
+};
+// The summary is decoded and checked (as decodeCallInfo) and its padding checked zero before
+// the payload is located.
+Result<SummarizedView> decodeSummarized(const uint8_t* data, size_t size, int expectedRank);
 
 }  // namespace zen::ops

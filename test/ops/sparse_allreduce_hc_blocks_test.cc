@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/call_summary.h"
 #include "ops/hc_wire.h"
 #include "ops/sparse_allreduce.h"
 #include "test/common/sparse_inputs.h"
@@ -148,14 +149,17 @@ void expectMatches(const SparseAllreduceResult& result,
   }
 }
 
-// The scheme function alone (no dispatcher: no call summary on the wire), with the bytes this
-// rank sent during it: what the closed-form byte checks compare against.
+// The scheme function alone (no dispatcher: hc without the call summary round; blocks
+// carries the summary in its push), with the bytes this rank sent during it: what the
+// closed-form byte checks compare against.
 Status runSchemeOnly(const SparseAllreduceOptions& options, SparseAllreduceResult* out) {
   Transport& t = *options.transport;
   const uint64_t sent = t.counters().totalSent();
   *out = SparseAllreduceResult{};
-  Status status = options.scheme == Scheme::kHc ? sparseAllreduceHc(options, out)
-                                                : sparseAllreduceBlocks(options, out);
+  Status status =
+      options.scheme == Scheme::kHc
+          ? sparseAllreduceHc(options, out)
+          : sparseAllreduceBlocks(options, describeCall(options, t.rank(), Status::ok()), out);
   out->stats.scheme = options.scheme;
   out->stats.bytesSent = t.counters().totalSent() - sent;
   return status;
@@ -304,9 +308,10 @@ TEST_P(BlocksSkewTest, ImbalanceShowsSkew) {
 }
 
 // Closed-form bytes at n = 2, fp32, rowSize 1 (R = 256, mask 32 bytes): rank 0 holds one row
-// in each rank's range, rank 1 one row in its own range. Push: rank 0 sends one block
-// (4 + 32 + 1024) to rank 1, rank 1 nothing. Pull: owner 0 has one aggregated block, owner 1
-// one (both ranks' rows are in the same block), each sent with an 8-byte header.
+// in each rank's range, rank 1 one row in its own range. Push: each rank's 56-byte call
+// summary, behind which rank 0 sends one block (4 + 32 + 1024) to rank 1, rank 1 nothing.
+// Pull: owner 0 has one aggregated block, owner 1 one (both ranks' rows are in the same
+// block), each sent with an 8-byte header.
 TEST_P(BlocksBytesTest, MatchClosedForm) {
   run([&](Transport& t) {
     ASSERT_EQ(t.size(), 2);
@@ -322,7 +327,7 @@ TEST_P(BlocksBytesTest, MatchClosedForm) {
     SparseAllreduceResult result;
     ASSERT_TRUE(runSchemeOnly(options, &result).isOk());
     const uint64_t block = 4 + 32 + 256 * 4;
-    const uint64_t push = t.rank() == 0 ? block : 0;
+    const uint64_t push = 56 + (t.rank() == 0 ? block : 0);
     EXPECT_EQ(result.stats.bytesSent, push + 8 + block);
     EXPECT_EQ(result.stats.outputNnz, 3);
     EXPECT_DOUBLE_EQ(result.stats.imbalance, 1.0 * 2 / 3 * 2);  // loads 1 and 2 blocks
@@ -331,8 +336,9 @@ TEST_P(BlocksBytesTest, MatchClosedForm) {
 
 class CorruptPayloadTest : public HcBlocksTest {};
 
-// Rank 1 answers rank 0's first exchange with a forged message instead of running the scheme:
-// rank 0 must reject it with kIoError before reading past it, and the transport stays usable.
+// Rank 1 answers rank 0's first exchange with a forged message instead of running the scheme
+// (blocks: behind a valid call summary): rank 0 must reject it with kIoError before reading
+// past it, and the transport stays usable.
 TEST_P(CorruptPayloadTest, IsRejected) {
   constexpr int64_t kNumRows = 600;  // blocks of 256 rows: owner 0 holds blocks 0-1
   auto u32 = [](uint32_t v) {
@@ -390,8 +396,14 @@ TEST_P(CorruptPayloadTest, IsRejected) {
         ByteVector received;
         ASSERT_TRUE(t.sendRecv(0, message.data(), message.size(), 0, &received, kHcTag).isOk());
       } else {
+        SparseAllreduceOptions options;
+        options.input = in.view();
+        options.scheme = scheme();
+        ByteVector summarized;
+        startSummarized(describeCall(options, 1, Status::ok()), &summarized);
+        summarized.insert(summarized.end(), message.begin(), message.end());
         std::vector<ConstBytes> sends(2);
-        sends[0] = ConstBytes{message.data(), message.size()};
+        sends[0] = ConstBytes{summarized.data(), summarized.size()};
         std::vector<ByteVector> received;
         ASSERT_TRUE(t.alltoallv(sends, &received).isOk());
       }

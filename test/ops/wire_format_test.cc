@@ -310,6 +310,65 @@ TEST(WireFormat, CallInfoRoundTripAndChecks) {
   expectRobust([](const uint8_t* d, size_t s) { return decodeCallInfo(d, s, 3).status(); }, p);
 }
 
+// A call summary leading a payload (the schemes' first exchange): the payload starts at the
+// next multiple of 8, intact; the summary and its padding are checked before it is located.
+TEST(WireFormat, SummarizedPayloadRoundTripAndChecks) {
+  CallInfo info;
+  info.rank = 2;
+  info.rowSize = 3;
+  info.numRows = 50;
+  info.nnz = 4;
+  info.failed = true;
+  info.message = "abc";  // 59 bytes of summary: 5 of padding
+  ByteVector m;
+  const size_t at = startSummarized(info, &m);
+  EXPECT_EQ(at, 64u);
+  EXPECT_EQ(m.size(), 64u);
+  const std::vector<uint32_t> positions = {1, 4, 9, 30};
+  const std::vector<float> values = rows(4, 3);
+  encodeCooPositions(kF32x3, positions.data(), values.data(), 4, &m, at);
+  EXPECT_EQ(m.size(), at + cooPositionsBytes(4, kF32x3.rowBytes()));
+
+  Result<SummarizedView> v = decodeSummarized(m.data(), m.size(), 2);
+  ASSERT_TRUE(v.isOk()) << v.status().toString();
+  EXPECT_EQ(v.value().info.message, "abc");
+  EXPECT_TRUE(v.value().info.failed);
+  EXPECT_EQ(v.value().info.nnz, 4);
+  EXPECT_EQ(v.value().payload, m.data() + at);
+  EXPECT_EQ(v.value().payloadBytes, m.size() - at);
+  const Result<CooPositionsView> coo =
+      decodeCooPositions(v.value().payload, v.value().payloadBytes, kF32x3, 50, 4, true);
+  ASSERT_TRUE(coo.isOk()) << coo.status().toString();
+  EXPECT_EQ(coo.value().positions[3], 30u);
+  EXPECT_EQ(std::memcmp(coo.value().values, values.data(), values.size() * 4), 0);
+
+  // The summary alone; a healthy one is 56 bytes and needs no padding.
+  info.failed = false;
+  info.message.clear();
+  ByteVector alone;
+  EXPECT_EQ(startSummarized(info, &alone), 56u);
+  v = decodeSummarized(alone.data(), alone.size(), 2);
+  ASSERT_TRUE(v.isOk()) << v.status().toString();
+  EXPECT_EQ(v.value().payloadBytes, 0u);
+
+  expectInvalid(decodeSummarized(m.data(), m.size(), 1).status(), "wrong rank");
+  expectInvalid(decodeSummarized(m.data(), 61, 2).status(), "cut in the padding");
+  ByteVector dirty = m;
+  dirty[60] = 1;
+  expectInvalid(decodeSummarized(dirty.data(), dirty.size(), 2).status(), "non-zero padding");
+  ByteVector notSummary;
+  encodeCooIndices(kF32x3, nullptr, nullptr, 0, &notSummary);
+  expectInvalid(decodeSummarized(notSummary.data(), notSummary.size(), 2).status(), "kind");
+
+  // An encoder writing at an offset keeps what is before it.
+  ByteVector lead(8, 0xab);
+  const std::vector<int64_t> indices = {7, 3};
+  encodeCooIndices(kF32x3, indices.data(), values.data(), 2, &lead, 8);
+  EXPECT_EQ(lead[0], 0xab);
+  EXPECT_EQ(lead[7], 0xab);
+  EXPECT_TRUE(decodeCooIndices(lead.data() + 8, lead.size() - 8, kF32x3, 50, 2).isOk());
+}
+
 TEST(WireFormat, PeekKind) {
   ByteVector p;
   encodeDenseRange(kF32x3, 0, nullptr, 0, &p);
