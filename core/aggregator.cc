@@ -6,7 +6,10 @@
 //   2. add, once per sending rank: check every local position < |I_j| (a corrupt payload is
 //      rejected before anything is written), then acc[pos] += row in the accumulator type
 //      and set bit pos. With a pool, tasks own disjoint 64-aligned position ranges, so no
-//      two threads touch the same accumulator or bitmap word.
+//      two threads touch the same accumulator or bitmap word. While the step's distinct
+//      positions stay below |I_j| / kCompactFactor, acc[pos] is instead a compact row found
+//      through a PositionTable (rows in first-seen order); past it, the compact rows move to
+//      their positions in the dense array once and the step goes on there.
 // Nothing goes on the wire here: the input is the (n - 1) received Push lists of
 // count * (4 + rowBytes) bytes each, plus this rank's own list.
 #include "core/aggregator.h"
@@ -50,6 +53,32 @@ int64_t scatterAdd(const uint32_t* positions,
   return fresh;
 }
 
+// scatterAdd's compact counterpart: the row of pos is table->findOrInsert(pos), rows zero
+// until first added to. Returns the number of positions it inserted.
+template <typename T>
+int64_t compactAdd(const uint32_t* positions,
+                   const T* values,
+                   int64_t count,
+                   int64_t rowSize,
+                   PositionTable* table,
+                   AccumulatorT<T>* rows,
+                   uint64_t* bits) {
+  int64_t fresh = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    const uint32_t pos = positions[i];
+    bool inserted = false;
+    const uint32_t row = table->findOrInsert(pos, &inserted);
+    if (inserted) {
+      bits[pos >> 6] |= uint64_t{1} << (pos & 63);
+      ++fresh;
+    }
+    AccumulatorT<T>* dst = rows + static_cast<uint64_t>(row) * static_cast<uint64_t>(rowSize);
+    const T* src = values + i * rowSize;
+    for (int64_t e = 0; e < rowSize; ++e) dst[e] += toAccumulator<AccumulatorT<T>>(src[e]);
+  }
+  return fresh;
+}
+
 }  // namespace
 
 Status PartitionAggregator::reset(const IndexMap& map,
@@ -83,11 +112,17 @@ Status PartitionAggregator::reset(const IndexMap& map,
   accBytes_ = accBytes;
   entriesAdded_ = 0;
   occupied_ = 0;
+  compact_ = path_ != AggregationPath::kDense;
   return Status::ok();
 }
 
 void PartitionAggregator::clearRows() {
   const size_t rowAccBytes = static_cast<size_t>(rowSize_) * accBytes_;
+  if (compact_) {
+    if (occupied_ > 0) std::memset(compactAcc_.data(), 0, occupied_ * rowAccBytes);
+    table_.clear();
+    return;
+  }
   if (occupied_ * 8 >= static_cast<int64_t>(size_)) {
     if (size_ > 0) std::memset(acc_.data(), 0, size_ * rowAccBytes);
     return;
@@ -101,6 +136,24 @@ void PartitionAggregator::clear() {
   clearRows();
   std::fill(bits_.begin(), bits_.end(), 0);
   occupied_ = 0;
+}
+
+bool PartitionAggregator::staysCompact(int64_t count) const {
+  if (path_ != AggregationPath::kAuto) return path_ == AggregationPath::kCompact;
+  return (occupied_ + count) * kCompactFactor <= static_cast<int64_t>(size_);
+}
+
+void PartitionAggregator::toDense() {
+  const size_t rowAccBytes = static_cast<size_t>(rowSize_) * accBytes_;
+  std::byte* acc = acc_.data();
+  const std::byte* rows = compactAcc_.data();
+  forEachOccupied([&](uint64_t pos) { __builtin_prefetch(acc + pos * rowAccBytes, 1); },
+                  [&](uint64_t pos) {
+                    const uint32_t row = table_.find(static_cast<uint32_t>(pos));
+                    std::memcpy(acc + pos * rowAccBytes, rows + row * rowAccBytes, rowAccBytes);
+                  });
+  clearRows();
+  compact_ = false;
 }
 
 Status PartitionAggregator::add(const uint32_t* positions, const void* values, int64_t count) {
@@ -120,10 +173,19 @@ Status PartitionAggregator::add(const uint32_t* positions, const void* values, i
                      bad, count, positions[bad], part_, size_);
   }
 
+  if (compact_ && !staysCompact(count)) toDense();
   dispatchDataType(dtype_, [&](auto tag) {
     using T = decltype(tag);
-    auto* acc = reinterpret_cast<AccumulatorT<T>*>(acc_.data());
     const auto* src = static_cast<const T*>(values);
+    if (compact_) {
+      // Room for every entry being new; the rows past the occupied ones are zero.
+      const size_t need = static_cast<size_t>(occupied_ + count) * rowSize_ * accBytes_;
+      if (compactAcc_.size() < need) compactAcc_.resize(need);
+      auto* rows = reinterpret_cast<AccumulatorT<T>*>(compactAcc_.data());
+      occupied_ += compactAdd(positions, src, count, rowSize_, &table_, rows, bits_.data());
+      return;
+    }
+    auto* acc = reinterpret_cast<AccumulatorT<T>*>(acc_.data());
     const int threads = pool_ == nullptr ? 1 : pool_->size();
     if (threads <= 1 || count * rowSize_ < kParallelMinElements) {
       occupied_ += scatterAdd(positions, src, count, rowSize_, 0, size_, acc, bits_.data());

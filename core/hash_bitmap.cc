@@ -99,15 +99,12 @@ Status encode(const PartitionAggregator& agg, double scale, EncodedPart* out) {
 
   dispatchDataType(agg.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    const auto* acc = agg.accumulators<AccumulatorT<T>>();
     T* dst = reinterpret_cast<T*>(out->values.data());
     const int64_t rowSize = agg.rowSize();
-    const auto stride = static_cast<uint64_t>(rowSize);
-    agg.forEachOccupied([&](uint64_t pos) { __builtin_prefetch(acc + pos * stride); },
-                        [&](uint64_t pos) {
-                          scaleRow<T>(acc + pos * stride, rowSize, scale, dst);
-                          dst += rowSize;
-                        });
+    agg.forEachOccupiedRow<AccumulatorT<T>>([&](const AccumulatorT<T>* row) {
+      scaleRow<T>(row, rowSize, scale, dst);
+      dst += rowSize;
+    });
   });
   return Status::ok();
 }

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/default_init_allocator.h"
 #include "core/dtype.h"
 #include "core/status.h"
 
@@ -82,10 +83,15 @@ struct SparseView {
   }
 };
 
-// Owning host row-sparse COO tensor: what the CPU algorithms return.
+// Bytes of rows that their writer sizes and then fills completely (a decode's output):
+// resize(n) leaves the new bytes unwritten instead of zeroing them first.
+using RowBytes = std::vector<std::byte, DefaultInitAllocator<std::byte>>;
+
+// Owning host row-sparse COO tensor: what the CPU algorithms return. Whoever resizes values
+// writes every row it adds (RowBytes does not zero them).
 struct SparseTensor {
   std::vector<int64_t> indices;
-  std::vector<std::byte> values;
+  RowBytes values;
   int64_t numRows = 0;
   int64_t rowSize = 1;
   DataType dtype = DataType::kFloat32;

@@ -241,6 +241,8 @@ Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduc
   out.rowSize = f.rowSize;
   out.dtype = f.dtype;
   out.indices.resize(ws.entries.size());
+  // Not zeroed (RowBytes): both placings below write every slot exactly once, the ranks
+  // being a permutation of 0..entries-1.
   out.values.resize(ws.entries.size() * rb);
   // Rows of the common sizes are copied by fixed-size moves (withRowBytes), not a call each.
   auto placeAll = [&](auto forEachSlot) {

@@ -26,7 +26,9 @@ std::vector<T> downloadArray(const void* device, size_t count) {
 template <typename T>
 class DeviceArray {
  public:
-  explicit DeviceArray(const std::vector<T>& host) : n_(host.size()) {
+  // Any allocator: SparseTensor::values is a RowBytes (core/tensor.h).
+  template <typename Alloc>
+  explicit DeviceArray(const std::vector<T, Alloc>& host) : n_(host.size()) {
     EXPECT_EQ(cudaMalloc(&data_, std::max<size_t>(n_, 1) * sizeof(T)), cudaSuccess);
     if (n_ > 0) {
       EXPECT_EQ(cudaMemcpy(data_, host.data(), n_ * sizeof(T), cudaMemcpyHostToDevice),

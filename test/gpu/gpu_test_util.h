@@ -64,8 +64,9 @@ inline Status uploadBytes(const void* host, size_t bytes, DeviceBuffer* device) 
   return Status::ok();
 }
 
-template <typename T>
-Status upload(const std::vector<T>& host, DeviceBuffer* device) {
+// Any allocator: SparseTensor::values is a RowBytes (core/tensor.h).
+template <typename T, typename Alloc>
+Status upload(const std::vector<T, Alloc>& host, DeviceBuffer* device) {
   return uploadBytes(host.data(), host.size() * sizeof(T), device);
 }
 

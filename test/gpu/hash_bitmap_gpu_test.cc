@@ -227,7 +227,8 @@ TEST(HashBitmapGpu, DecodersMatchTheCpu) {
           << "dense decode differs";
       EXPECT_TRUE(download<int64_t>(indices.data(), total) == wantSparse.indices)
           << "sparse indices differ";
-      EXPECT_TRUE(download<std::byte>(values.data(), total * rowBytes) == wantSparse.values)
+      EXPECT_TRUE(download<std::byte>(values.data(), total * rowBytes) ==
+                  std::vector<std::byte>(wantSparse.values.begin(), wantSparse.values.end()))
           << "sparse rows differ";
     }
   }

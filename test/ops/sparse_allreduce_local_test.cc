@@ -9,6 +9,7 @@
 #include <mutex>
 #include <random>
 
+#include "core/aggregator.h"
 #include "core/traffic_model.h"
 #include "ops/sparse_allreduce.h"
 #include "test/core/reference.h"
@@ -178,6 +179,69 @@ TEST(SparseAllreduceTraffic, DenseBytesAreTheRing) {
   for (int r = 0; r < n; ++r) {
     EXPECT_NEAR(static_cast<double>(bytes.sent[r]), model, 0.01 * model);
     EXPECT_NEAR(static_cast<double>(bytes.received[r]), model, 0.01 * model);
+  }
+}
+
+// zen's server sums a part in compact rows while its pushed entries are few against |I_j|
+// and in the |I_j|-row array otherwise, switching mid-step (PartitionAggregator): calls
+// below, at and above the switch, and one where only the last rank pushes many, through
+// one workspace on real ranks, each against the dense reference (exact: integer values).
+TEST(ZenAggregationPaths, CallsAcrossTheCompactDenseSwitchMatchTheReference) {
+  const int64_t numRows = 200000;  // |I_j| about numRows / n
+  for (const TransportParam transport :
+       {TransportParam{Backend::kInProcess, 4}, TransportParam{Backend::kTcp, 3}}) {
+    const int n = transport.ranks;
+    const int64_t limit = numRows / n / PartitionAggregator::kCompactFactor;
+    struct Call {
+      DataType dtype;
+      bool denseOutput;
+      std::vector<int64_t> perRank;  // entries per rank (before its duplicates)
+    };
+    std::vector<Call> calls;
+    for (DataType dtype : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16}) {
+      calls.push_back(Call{dtype, false, std::vector<int64_t>(n, limit / (2 * n))});  // compact
+      calls.push_back(Call{dtype, true, std::vector<int64_t>(n, 4 * limit)});         // dense
+      std::vector<int64_t> lastMany(n, limit / (4 * n));  // switches at the last rank's list
+      lastMany.back() = 6 * limit;
+      calls.push_back(Call{dtype, false, lastMany});
+      std::vector<int64_t> one(n, 0);  // empty lists but one entry
+      one[1 % n] = 1;
+      calls.push_back(Call{dtype, false, one});
+    }
+    std::vector<std::vector<SparseTensor>> inputs;
+    std::mt19937_64 rng(31);
+    for (const Call& c : calls) {
+      std::vector<SparseTensor> ranks;
+      for (int r = 0; r < n; ++r) {
+        std::vector<int64_t> idx = ref::zipfIndices(rng, numRows, c.perRank[r]);
+        ref::addDuplicates(rng, &idx, c.perRank[r] / 10);
+        ranks.push_back(ref::makeRank(rng, std::move(idx), numRows, 3, c.dtype));
+      }
+      inputs.push_back(std::move(ranks));
+    }
+    RankOptions options;
+    options.timeoutSeconds = 20.0;
+    runRanks(transport, options, [&](Transport& t) {
+      SparseAllreduceWorkspace workspace;
+      for (size_t k = 0; k < calls.size(); ++k) {
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " call " << k);
+        SparseAllreduceOptions o;
+        o.transport = &t;
+        o.input = inputs[k][t.rank()].view();
+        o.scheme = Scheme::kZen;
+        o.workspace = &workspace;
+        o.denseOutput = calls[k].denseOutput;
+        SparseAllreduceResult result;
+        const Status s = sparseAllreduce(o, &result);
+        ASSERT_TRUE(s.isOk()) << s.toString();
+        const ref::DenseSum sum = ref::denseSum(ref::views(inputs[k]));
+        if (calls[k].denseOutput) {
+          EXPECT_TRUE(ref::denseMatches(result.dense.data(), sum, 1, 0.0));
+        } else {
+          EXPECT_TRUE(ref::sparseMatches(result.sparse, sum, 1, 0.0));
+        }
+      }
+    });
   }
 }
 

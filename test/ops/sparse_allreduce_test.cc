@@ -271,7 +271,7 @@ TEST_P(SparseAllreduceTest, BadIndexOnOneRankFailsEveryRank) {
     for (int64_t badIndex : {good.numRows() + 5, int64_t{-3}}) {
       std::vector<SparseTensor> inputs = makeInputs(good, n);
       inputs[bad].indices.push_back(badIndex);
-      inputs[bad].values.resize(inputs[bad].values.size() + inputs[bad].rowBytes());
+      inputs[bad].values.resize(inputs[bad].values.size() + inputs[bad].rowBytes(), std::byte{0});
       SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
       SparseAllreduceResult result;
       const auto start = std::chrono::steady_clock::now();
