@@ -81,10 +81,8 @@ int64_t compactAdd(const uint32_t* positions,
 
 }  // namespace
 
-Status PartitionAggregator::reset(const IndexMap& map,
-                                  uint32_t part,
-                                  DataType dtype,
-                                  int64_t rowSize) {
+Status PartitionAggregator::reset(
+    const IndexMap& map, uint32_t part, DataType dtype, int64_t rowSize, int64_t expectedEntries) {
   ZEN_CHECK_ARG(static_cast<int64_t>(part) < map.numParts(),
                 "part {} out of range: the index map has {} parts", part, map.numParts());
   ZEN_CHECK_ARG(rowSize >= 1, "row size must be at least 1, got {}", rowSize);
@@ -113,6 +111,9 @@ Status PartitionAggregator::reset(const IndexMap& map,
   entriesAdded_ = 0;
   occupied_ = 0;
   compact_ = path_ != AggregationPath::kDense;
+  if (path_ == AggregationPath::kAuto && expectedEntries >= 0) {
+    compact_ = staysCompact(expectedEntries);
+  }
   return Status::ok();
 }
 

@@ -33,7 +33,8 @@ enum class AggregationPath : uint8_t {
 // large array each. The sums are the same bit for bit: each position starts from zero and
 // adds its rows in the same order (rank order, then list order) in the same accumulator type.
 // A step starts compact and moves to the dense array for good, rows copied as they are, as
-// soon as an add() could take it past |I_j| / kCompactFactor distinct positions.
+// soon as an add() could take it past |I_j| / kCompactFactor distinct positions; a step whose
+// entries reset() is told (zen knows them after the Push) picks its path once, at the start.
 class PartitionAggregator {
  public:
   // A step stays compact while (distinct positions so far + the entries of an add) x
@@ -48,8 +49,14 @@ class PartitionAggregator {
 
   // Starts a new aggregation for part `part` of `map`: all slots zero, no bit set. Keeps the
   // memory of earlier steps and clears only the rows used last time (all of them after a
-  // dense step), also when the part, row size or dtype changed.
-  Status reset(const IndexMap& map, uint32_t part, DataType dtype, int64_t rowSize);
+  // dense step), also when the part, row size or dtype changed. expectedEntries, when the
+  // caller knows the step's entries (>= 0): a step that would outgrow the compact rows starts
+  // dense, instead of moving its rows there part way.
+  Status reset(const IndexMap& map,
+               uint32_t part,
+               DataType dtype,
+               int64_t rowSize,
+               int64_t expectedEntries = -1);
 
   // Zeroes the rows in use and the bitmap now, for a caller that has read them (encode) and
   // still has them in cache; the next reset() then finds nothing to clear.

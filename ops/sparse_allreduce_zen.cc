@@ -64,6 +64,7 @@ struct SparseAllreduceWorkspace::Zen {
   PushLists lists;
   std::vector<ByteVector> pushPayloads;
   std::vector<ByteVector> received;
+  std::vector<CooPositionsView> pushedViews;  // the received Push lists, validated
   EncodedPart encoded;
   ByteVector pullPayload;
   std::vector<ByteVector> gathered;
@@ -325,23 +326,31 @@ Status sparseAllreduceZen(const SparseAllreduceOptions& o,
   clock.mark("push");
   if (result->stats.totalNnz == 0) return Status::ok();  // every rank stops here alike
 
-  // 3. Aggregate, in rank order.
+  // 3. Aggregate, in rank order, every payload validated first: the step's entries then
+  // choose the aggregator's path once (a switch part way copies the rows already summed).
   PartitionAggregator& agg = *ws.aggregator;
-  ZEN_RETURN_IF_ERROR(agg.reset(ws.map, static_cast<uint32_t>(r), in.dtype, in.rowSize));
-  const uint64_t partSize = agg.size();
+  const uint64_t partSize = ws.map.partSize(r);
+  std::vector<CooPositionsView>& views = ws.pushedViews;
+  views.assign(n, CooPositionsView{});
+  int64_t entries = lists.count(r);
+  for (int p = 0; p < n; ++p) {
+    if (p == r || pushed[p].size == 0) continue;  // own list local; no rows: summary alone
+    Result<CooPositionsView> view =
+        decodeCooPositions(static_cast<const uint8_t*>(pushed[p].data), pushed[p].size, format,
+                           partSize, static_cast<int64_t>(partSize), false);
+    ZEN_RETURN_IF_ERROR(fromRank(view.status(), "push payload", p));
+    views[p] = view.value();
+    entries += views[p].count;
+  }
+  ZEN_RETURN_IF_ERROR(agg.reset(ws.map, static_cast<uint32_t>(r), in.dtype, in.rowSize, entries));
   for (int p = 0; p < n; ++p) {
     if (p == r) {
       const int64_t begin = lists.offsets[p];
       ZEN_RETURN_IF_ERROR(
           agg.add(lists.positions.data() + begin, lists.row(begin), lists.count(p)));
-      continue;
+    } else if (views[p].count > 0) {
+      ZEN_RETURN_IF_ERROR(agg.add(views[p].positions, views[p].values, views[p].count));
     }
-    if (pushed[p].size == 0) continue;  // a rank with no rows sent its summary alone
-    const Result<CooPositionsView> view =
-        decodeCooPositions(static_cast<const uint8_t*>(pushed[p].data), pushed[p].size, format,
-                           partSize, static_cast<int64_t>(partSize), false);
-    ZEN_RETURN_IF_ERROR(fromRank(view.status(), "push payload", p));
-    ZEN_RETURN_IF_ERROR(agg.add(view.value().positions, view.value().values, view.value().count));
   }
   clock.mark("aggregate");
 

@@ -187,6 +187,39 @@ TEST(AggregatorPaths, AutoSwitchesToDenseMidStepWithTheSameResult) {
   }
 }
 
+// Told the step's entries at reset(), kAuto picks its path once: dense from the start when
+// they could pass |I_j| / 16 positions, compact otherwise (and then stays compact); the same
+// bytes either way, across steps of both kinds through one aggregator.
+TEST(AggregatorPaths, AutoToldTheEntriesPicksItsPathAtTheStart) {
+  const IndexMap map(40'000, 4, 9);
+  const uint64_t partSize = map.partSize(0);
+  const auto limit = static_cast<int64_t>(partSize) / PartitionAggregator::kCompactFactor;
+  std::mt19937_64 rng(17);
+  PartitionAggregator agg;
+  for (DataType dtype : kDtypes) {
+    for (const std::vector<int64_t>& counts :
+         {std::vector<int64_t>{limit / 3, limit / 3, limit, 50}, {limit / 4, 0, limit / 4, 1}}) {
+      const std::vector<List> lists = makeLists(rng, dtype, 3, partSize, counts);
+      int64_t entries = 0;
+      for (int64_t c : counts) entries += c;
+      const bool compact = entries <= limit;
+      agg.clear();
+      ASSERT_TRUE(agg.reset(map, 0, dtype, 3, entries).isOk());
+      for (const List& l : lists) {
+        EXPECT_EQ(agg.compact(), compact) << dataTypeName(dtype) << ", " << entries;
+        ASSERT_TRUE(
+            agg.add(l.positions.data(), l.values.data(), static_cast<int64_t>(l.positions.size()))
+                .isOk());
+      }
+      EXPECT_EQ(agg.compact(), compact) << dataTypeName(dtype) << ", " << entries;
+      EncodedPart got;
+      ASSERT_TRUE(encode(agg, 1.0, &got).isOk());
+      EXPECT_TRUE(sameBytes(got, referenceEncoding(dtype, 3, partSize, lists, 1.0)))
+          << dataTypeName(dtype) << ", " << entries;
+    }
+  }
+}
+
 // A corrupt position is refused before anything is written, on every path, and the step
 // goes on as if that add had not happened.
 TEST(AggregatorPaths, CorruptPositionIsRejectedAndWritesNothing) {
