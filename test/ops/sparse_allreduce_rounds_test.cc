@@ -18,6 +18,7 @@
 
 #include "ops/sparse_allreduce.h"
 #include "test/core/reference.h"
+#include "test/ops/sparse_allreduce_test.h"
 #include "test/ops/transport_harness.h"
 
 namespace zen::ops::testing {
@@ -104,14 +105,6 @@ std::vector<SparseTensor> inputs(uint64_t seed) {
     ranks.push_back(ref::makeRank(rng, std::move(idx), kNumRows, 2, DataType::kFloat32));
   }
   return ranks;
-}
-
-SparseAllreduceOptions optionsFor(Transport& t, const SparseTensor& in, Scheme scheme) {
-  SparseAllreduceOptions o;
-  o.transport = &t;
-  o.input = in.view();
-  o.scheme = scheme;
-  return o;
 }
 
 // The collectives one call enters on n = 4 ranks, with rows (and with none anywhere).

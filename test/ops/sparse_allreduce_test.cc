@@ -144,14 +144,6 @@ bool expectedNonzero(const ref::DenseSum& sum, size_t k, int divisor) {
   return ::testing::AssertionSuccess();
 }
 
-SparseAllreduceOptions optionsFor(Transport& t, const SparseTensor& input, Scheme scheme) {
-  SparseAllreduceOptions o;
-  o.transport = &t;
-  o.input = input.view();
-  o.scheme = scheme;
-  return o;
-}
-
 std::string describe(const Case& c, int n) {
   static const char* const kPatterns[] = {"some-empty", "one", "random", "all-rows"};
   return fmt::format("n={} {} x{} {} {} output, {} {}, seed {}", n, dataTypeName(c.dtype),

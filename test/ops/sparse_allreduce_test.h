@@ -10,6 +10,8 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/tensor.h"
+#include "ops/sparse_allreduce.h"
 #include "test/ops/transport_harness.h"
 
 namespace zen::ops::testing {
@@ -25,6 +27,15 @@ struct SparseParam {
 };
 void PrintTo(const SparseParam& param, std::ostream* out);
 std::string sparseParamName(const ::testing::TestParamInfo<SparseParam>& info);
+
+// A call of `scheme` on `input` over t, every other option at its default.
+inline SparseAllreduceOptions optionsFor(Transport& t, const SparseTensor& input, Scheme scheme) {
+  SparseAllreduceOptions o;
+  o.transport = &t;
+  o.input = input.view();
+  o.scheme = scheme;
+  return o;
+}
 
 class SparseAllreduceTest : public ::testing::TestWithParam<SparseParam> {
  protected:
