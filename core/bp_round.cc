@@ -122,7 +122,9 @@ Result<BpRoundResult> simulateBpRound(const std::vector<SparseView>& ranks,
   std::vector<Status> statuses(n);
   forEach(options.pool, n, [&](int64_t j) {
     PartitionAggregator agg;
-    Status s = agg.reset(map, static_cast<uint32_t>(j), dtype, rowSize);
+    int64_t entries = 0;  // the step's, so that the aggregator picks its path once
+    for (const PushLists& l : lists) entries += l.count(j);
+    Status s = agg.reset(map, static_cast<uint32_t>(j), dtype, rowSize, entries);
     for (int r = 0; r < n && s.isOk(); ++r) {
       const PushLists& l = lists[r];
       const int64_t begin = l.offsets[j];
