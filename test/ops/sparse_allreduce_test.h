@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -35,6 +36,17 @@ inline SparseAllreduceOptions optionsFor(Transport& t, const SparseTensor& input
   o.input = input.view();
   o.scheme = scheme;
   return o;
+}
+
+// sparseAllreduce(o, result), and how long it took in *seconds (an error must come in bounded
+// time, not at the transport's timeout).
+inline Status timedSparseAllreduce(const SparseAllreduceOptions& o,
+                                   SparseAllreduceResult* result,
+                                   double* seconds) {
+  const auto start = std::chrono::steady_clock::now();
+  Status s = sparseAllreduce(o, result);
+  *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return s;
 }
 
 class SparseAllreduceTest : public ::testing::TestWithParam<SparseParam> {
