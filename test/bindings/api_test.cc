@@ -133,15 +133,22 @@ TEST(Api, ErrorsAtEnqueueAndAtCompletion) {
     ASSERT_TRUE(shaped.isOk());
     EXPECT_FALSE(waitDone(api, shaped.value()).isOk());
 
-    // A name in flight fails at once; the first still completes.
-    std::vector<float> x(2, 1.0f);
-    auto first = api.enqueue(TensorOp::allreduce("dup", view(x, {2}), view(x, {2})));
+    // A name in flight fails at once; the first still completes. "dup.<rank>" is posted by
+    // this rank alone first, so it cannot complete before the second post (a name every rank
+    // had posted could finish in between); then each rank posts its peer's name.
+    std::vector<float> x(2, 1.0f), y(2, 1.0f);
+    const std::string mine = "dup." + std::to_string(r);
+    auto first = api.enqueue(TensorOp::allreduce(mine, view(x, {2}), view(x, {2})));
     ASSERT_TRUE(first.isOk());
-    auto second = api.enqueue(TensorOp::allreduce("dup", view(x, {2}), view(x, {2})));
+    auto second = api.enqueue(TensorOp::allreduce(mine, view(x, {2}), view(x, {2})));
     ASSERT_FALSE(second.isOk());
     EXPECT_EQ(second.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(second.status().message().find("already in flight"), std::string::npos);
+    auto peers = api.enqueue(
+        TensorOp::allreduce("dup." + std::to_string(1 - r), view(y, {2}), view(y, {2})));
+    ASSERT_TRUE(peers.isOk());
     EXPECT_TRUE(waitDone(api, first.value()).isOk());
+    EXPECT_TRUE(waitDone(api, peers.value()).isOk());
 
     // Unknown handles; outputs before the end.
     EXPECT_FALSE(api.poll(999999).isOk());

@@ -428,14 +428,19 @@ int everyFunction(int rank, int n) {
   CHILD_CHECK(completions.load() == 9, 57);
 
   // Errors. Enqueue-time: a name in flight, bad arguments.
-  // With one rank the first "c.dup" can complete before the second is posted (nobody to
-  // wait for); then both ran legitimately and the pair is tried again. With peers the first
-  // waits for their posts, so an accepted second post fails the check.
+  // "c.dup.<rank>" is posted by this rank alone first: with peers it waits for their posts,
+  // which come only after their own duplicate, so an accepted second post fails the check (a
+  // name every rank had posted could finish in between). With one rank it can complete before
+  // the second post (nobody to wait for); then both ran legitimately and the pair is tried
+  // again.
+  const auto dupName = [](int p) { return "c.dup." + std::to_string(p); };
   int dupCode = ZEN_OK;
   for (int attempt = 0; attempt < 20 && dupCode == ZEN_OK; ++attempt) {
-    CHILD_CHECK(zen_enqueue_allreduce("c.dup", &ft, &ft, ZEN_SUM, ZEN_NO_COMPLETION, &h1) == ZEN_OK,
+    CHILD_CHECK(zen_enqueue_allreduce(dupName(rank).c_str(), &ft, &ft, ZEN_SUM, ZEN_NO_COMPLETION,
+                                      &h1) == ZEN_OK,
                 60);
-    dupCode = zen_enqueue_allreduce("c.dup", &ft, &ft, ZEN_SUM, ZEN_NO_COMPLETION, &h2);
+    dupCode =
+        zen_enqueue_allreduce(dupName(rank).c_str(), &ft, &ft, ZEN_SUM, ZEN_NO_COMPLETION, &h2);
     if (dupCode == ZEN_OK) {
       CHILD_CHECK(n == 1, 64);
       CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_release(h1) == ZEN_OK, 65);
@@ -444,7 +449,18 @@ int everyFunction(int rank, int n) {
   }
   CHILD_CHECK(dupCode == ZEN_INVALID_ARGUMENT, 61);
   CHILD_CHECK(std::strstr(zen_last_error(), "already in flight") != nullptr, 62);
-  CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_release(h1) == ZEN_OK, 63);
+  std::vector<zen_handle_t> peers;
+  for (int p = 0; p < n; ++p) {
+    if (p == rank) continue;
+    peers.emplace_back();
+    CHILD_CHECK(zen_enqueue_allreduce(dupName(p).c_str(), &ft, &ft, ZEN_SUM, ZEN_NO_COMPLETION,
+                                      &peers.back()) == ZEN_OK,
+                60);
+  }
+  peers.push_back(h1);
+  for (zen_handle_t h : peers) {
+    CHILD_CHECK(zen_wait(h, kWait) == ZEN_OK && zen_release(h) == ZEN_OK, 63);
+  }
   zen_tensor_t badType{f.data(), 42, 2, fShape};
   CHILD_CHECK(zen_enqueue_allreduce("c.bad", &badType, &badType, ZEN_SUM, ZEN_NO_COMPLETION, &h1) ==
                   ZEN_INVALID_ARGUMENT,

@@ -1,6 +1,8 @@
 // What goes wrong reaches every rank as a clear Status: validation errors, a shutdown with
 // pending work, a stalled rank, a rank whose data plane broke; and join with sparse tensors.
 #include <atomic>
+#include <chrono>
+#include <future>
 
 #include "controller/channel_negotiator.h"
 #include "core/logging.h"
@@ -103,8 +105,15 @@ TEST(RuntimeErrors, ValidationErrorsReachEveryRank) {
 
 TEST(RuntimeErrors, DuplicateNameFailsAtOnceAndTheFirstStillCompletes) {
   Job job(kRanks);
+  // The others post "w" only once rank 1 has tried its duplicates: had every rank posted it,
+  // it could complete in between and the second post would be legitimate.
+  std::promise<void> refused;
+  std::shared_future<void> triedDuplicates = refused.get_future().share();
   job.onEachRank([&](int r, Runtime& rt) {
     std::vector<float> x(4, 1.0f), y(4, 1.0f);
+    if (r != 1) {
+      ASSERT_EQ(triedDuplicates.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    }
     auto first = rt.enqueue(TensorOp::allreduce("w", denseView(x, {4}), denseView(x, {4})));
     ASSERT_TRUE(first.isOk());
     if (r == 1) {
@@ -118,6 +127,7 @@ TEST(RuntimeErrors, DuplicateNameFailsAtOnceAndTheFirstStillCompletes) {
       ops.push_back(TensorOp::allreduce("g", denseView(y, {4}), denseView(y, {4})));
       ops.push_back(TensorOp::allreduce("g", denseView(y, {4}), denseView(y, {4})));
       EXPECT_FALSE(rt.enqueueGroup(std::move(ops)).isOk());
+      refused.set_value();
     }
     EXPECT_TRUE(waitFor(first.value()).isOk());
     // The name is free again once completed.
