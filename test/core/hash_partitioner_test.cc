@@ -72,7 +72,9 @@ TEST_P(HashPartitionerLossless, ZipfWithRepeats) {
   for (int64_t i = 0; i < c.nnz; ++i) idx.push_back(testing::zipfDraw(c.rows, 1.2, rng));
   auto in = makeSparse(idx, c.rows, c.rowSize, c.dtype, rng);
   const auto stats = expectLossless(map, in, {}, &pool);
-  if (c.nnz > 100) EXPECT_GT(stats.duplicates, 0);
+  if (c.nnz > 100) {
+    EXPECT_GT(stats.duplicates, 0);
+  }
 }
 
 TEST_P(HashPartitionerLossless, AllIndicesInOneSmallRange) {
@@ -98,7 +100,9 @@ TEST_P(HashPartitionerLossless, TinyMemoryOverflowsSerialAndLosesNothing) {
   auto in = makeSparse(distinctIndices(c.rows, c.nnz, Skew::kUniform, rng), c.rows, c.rowSize,
                        c.dtype, rng);
   const auto stats = expectLossless(map, in, options, &pool);
-  if (c.nnz >= 4096) EXPECT_GT(stats.overflowed, 0);
+  if (c.nnz >= 4096) {
+    EXPECT_GT(stats.overflowed, 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -177,7 +177,9 @@ TEST(MessageCodec, EmptyListsRoundTrip) {
   ASSERT_TRUE(req.isOk());
   EXPECT_TRUE(req.value().requests.empty());
   EXPECT_FALSE(req.value().shutdown);
-  auto resp = decodeResponseList(encodeResponseList(ResponseList{{}, true}));
+  ResponseList stop;
+  stop.shutdown = true;
+  auto resp = decodeResponseList(encodeResponseList(stop));
   ASSERT_TRUE(resp.isOk());
   EXPECT_TRUE(resp.value().shutdown);
 }
