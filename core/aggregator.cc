@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 namespace zen {
 namespace {
@@ -26,43 +27,68 @@ constexpr int64_t kParallelMinElements = 1 << 16;
 // Rows fetched ahead of their use in the scattered adds.
 constexpr int64_t kAhead = 8;
 
+// fn(rowSize) with rowSize a std::integral_constant for 1, 2, 4 and 8 elements, else the
+// int64_t itself: the adds below then run a fixed-length row loop, not a counted one, for the
+// common rows (one element for a dense-gradient tensor, 8 for DeepFM's embeddings).
+template <typename Fn>
+void withRowSize(int64_t rowSize, Fn&& fn) {
+  switch (rowSize) {
+    case 1:
+      return fn(std::integral_constant<int64_t, 1>{});
+    case 2:
+      return fn(std::integral_constant<int64_t, 2>{});
+    case 4:
+      return fn(std::integral_constant<int64_t, 4>{});
+    case 8:
+      return fn(std::integral_constant<int64_t, 8>{});
+    default:
+      return fn(rowSize);
+  }
+}
+
+// dst[e] += src[e] for e < rowSize, in the accumulator type.
+template <typename T, typename RowSize>
+inline void addRow(AccumulatorT<T>* dst, const T* src, RowSize rowSize) {
+  for (int64_t e = 0; e < static_cast<int64_t>(rowSize); ++e) {
+    dst[e] += toAccumulator<AccumulatorT<T>>(src[e]);
+  }
+}
+
 // Returns the number of bits it set that were clear.
-template <typename T>
+template <typename T, typename RowSize>
 int64_t scatterAdd(const uint32_t* positions,
                    const T* values,
                    int64_t count,
-                   int64_t rowSize,
+                   RowSize rowSize,
                    uint64_t lo,
                    uint64_t hi,
                    AccumulatorT<T>* acc,
                    uint64_t* bits) {
+  const auto stride = static_cast<uint64_t>(rowSize);
   int64_t fresh = 0;
   for (int64_t i = 0; i < count; ++i) {
-    if (i + kAhead < count) {
-      __builtin_prefetch(acc + positions[i + kAhead] * static_cast<uint64_t>(rowSize), 1);
-    }
+    if (i + kAhead < count) __builtin_prefetch(acc + positions[i + kAhead] * stride, 1);
     const uint64_t pos = positions[i];
     if (pos < lo || pos >= hi) continue;
     const uint64_t bit = uint64_t{1} << (pos & 63);
     fresh += (bits[pos >> 6] & bit) == 0 ? 1 : 0;
     bits[pos >> 6] |= bit;
-    AccumulatorT<T>* dst = acc + pos * static_cast<uint64_t>(rowSize);
-    const T* src = values + i * rowSize;
-    for (int64_t e = 0; e < rowSize; ++e) dst[e] += toAccumulator<AccumulatorT<T>>(src[e]);
+    addRow(acc + pos * stride, values + static_cast<uint64_t>(i) * stride, rowSize);
   }
   return fresh;
 }
 
 // scatterAdd's compact counterpart: the row of pos is table->findOrInsert(pos), rows zero
 // until first added to. Returns the number of positions it inserted.
-template <typename T>
+template <typename T, typename RowSize>
 int64_t compactAdd(const uint32_t* positions,
                    const T* values,
                    int64_t count,
-                   int64_t rowSize,
+                   RowSize rowSize,
                    PositionTable* table,
                    AccumulatorT<T>* rows,
                    uint64_t* bits) {
+  const auto stride = static_cast<uint64_t>(rowSize);
   int64_t fresh = 0;
   for (int64_t i = 0; i < count; ++i) {
     const uint32_t pos = positions[i];
@@ -72,9 +98,7 @@ int64_t compactAdd(const uint32_t* positions,
       bits[pos >> 6] |= uint64_t{1} << (pos & 63);
       ++fresh;
     }
-    AccumulatorT<T>* dst = rows + static_cast<uint64_t>(row) * static_cast<uint64_t>(rowSize);
-    const T* src = values + i * rowSize;
-    for (int64_t e = 0; e < rowSize; ++e) dst[e] += toAccumulator<AccumulatorT<T>>(src[e]);
+    addRow(rows + row * stride, values + static_cast<uint64_t>(i) * stride, rowSize);
   }
   return fresh;
 }
@@ -183,13 +207,17 @@ Status PartitionAggregator::add(const uint32_t* positions, const void* values, i
       const size_t need = static_cast<size_t>(occupied_ + count) * rowSize_ * accBytes_;
       if (compactAcc_.size() < need) compactAcc_.resize(need);
       auto* rows = reinterpret_cast<AccumulatorT<T>*>(compactAcc_.data());
-      occupied_ += compactAdd(positions, src, count, rowSize_, &table_, rows, bits_.data());
+      withRowSize(rowSize_, [&](auto rowSize) {
+        occupied_ += compactAdd(positions, src, count, rowSize, &table_, rows, bits_.data());
+      });
       return;
     }
     auto* acc = reinterpret_cast<AccumulatorT<T>*>(acc_.data());
     const int threads = pool_ == nullptr ? 1 : pool_->size();
     if (threads <= 1 || count * rowSize_ < kParallelMinElements) {
-      occupied_ += scatterAdd(positions, src, count, rowSize_, 0, size_, acc, bits_.data());
+      withRowSize(rowSize_, [&](auto rowSize) {
+        occupied_ += scatterAdd(positions, src, count, rowSize, 0, size_, acc, bits_.data());
+      });
       return;
     }
     // Each task owns a 64-aligned range of positions: disjoint accumulators and words.
@@ -199,8 +227,11 @@ Status PartitionAggregator::add(const uint32_t* positions, const void* values, i
     pool_->parallelFor(threads, [&](int64_t t) {
       const uint64_t lo = std::min<uint64_t>(static_cast<uint64_t>(t) * step, size_);
       const uint64_t hi = std::min<uint64_t>(lo + step, size_);
-      if (lo < hi)
-        fresh[t] = scatterAdd(positions, src, count, rowSize_, lo, hi, acc, bits_.data());
+      if (lo < hi) {
+        withRowSize(rowSize_, [&](auto rowSize) {
+          fresh[t] = scatterAdd(positions, src, count, rowSize, lo, hi, acc, bits_.data());
+        });
+      }
     });
     for (int64_t f : fresh) occupied_ += f;
   });

@@ -203,21 +203,29 @@ HashPartitioner::BucketResult HashPartitioner::claimBucket(const SparseView& in,
     const std::byte* rows =
         carryRows_ ? carried_.data() + static_cast<size_t>(t * kEntriesPerTask) * rowBytes
                    : nullptr;
+    // The first probe's slot of the next kSlotAhead entries, computed once: fetched ahead,
+    // then used when the entry's turn comes.
+    uint64_t firstSlot[kSlotAhead];
+    const auto aheadSlot = [&](int32_t j) {
+      const uint64_t s = hashes_.probe(0, w[j] >> 32, r1);
+      __builtin_prefetch(table + s, 1);
+      firstSlot[(j - first) % kSlotAhead] = s;
+    };
+    for (int32_t j = first; j < std::min(stop, first + kSlotAhead); ++j) aheadSlot(j);
     for (int32_t j = first; j < stop; ++j) {
       // Rows not carried are read in entry order but sparsely (one bucket's share of the
-      // input): fetch a few entries ahead, and the first probe's slot of the next entries.
+      // input): fetch a few entries ahead.
       if (!carryRows_ && j + kRowAhead < stop) {
         __builtin_prefetch(inValues + (w[j + kRowAhead] & 0xffffffffULL) * rowBytes);
       }
-      if (j + kSlotAhead < stop) {
-        __builtin_prefetch(table + hashes_.probe(0, w[j + kSlotAhead] >> 32, r1), 1);
-      }
+      const uint64_t slot0 = firstSlot[(j - first) % kSlotAhead];
+      if (j + kSlotAhead < stop) aheadSlot(j + kSlotAhead);
       const uint64_t word = w[j];
       const uint64_t pos = word >> 32;
       const uint64_t entry = word & 0xffffffffULL;
       bool done = false;
       for (int h = 0; h < k; ++h) {
-        uint64_t& slot = table[hashes_.probe(h, pos, r1)];
+        uint64_t& slot = table[h == 0 ? slot0 : hashes_.probe(h, pos, r1)];
         if (slot == kEmpty) {
           slot = (pos << 32) | row;
           positions[row] = static_cast<uint32_t>(pos);

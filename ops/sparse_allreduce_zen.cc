@@ -228,13 +228,17 @@ Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduc
   const size_t rb = f.rowBytes();
   ws.entries.clear();
   for (int j = 0; j < ws.n; ++j) {
-    const Result<int64_t> count = visitPullPart(
-        ws, static_cast<uint32_t>(j), ws.gathered[j], f,
-        [&](const uint64_t* idx, const std::byte* rows, size_t n) {
-          for (size_t i = 0; i < n; ++i) {
-            ws.entries.push_back(KeyValue{idx[i], reinterpret_cast<uintptr_t>(rows + i * rb)});
-          }
-        });
+    const Result<int64_t> count =
+        visitPullPart(ws, static_cast<uint32_t>(j), ws.gathered[j], f,
+                      [&](const uint64_t* idx, const std::byte* rows, size_t n) {
+                        // A batch at a time: one size check per batch, not one per entry.
+                        const size_t at = ws.entries.size();
+                        ws.entries.resize(at + n);
+                        KeyValue* e = ws.entries.data() + at;
+                        for (size_t i = 0; i < n; ++i) {
+                          e[i] = KeyValue{idx[i], reinterpret_cast<uintptr_t>(rows + i * rb)};
+                        }
+                      });
     ZEN_RETURN_IF_ERROR(fromRank(count.status(), "pull part", j));
   }
   SparseTensor& out = result->sparse;

@@ -133,7 +133,7 @@ TEST(AggregatorPaths, EveryPathMatchesTheReferenceBitForBit) {
   const std::vector<std::vector<int64_t>> shapes = {
       {0, 0, 0, 0}, {1, 0, 0, 0}, {30, 0, 45, 12}, {200, 150, 0, 220}, {3000, 2500, 2800, 3100}};
   for (DataType dtype : kDtypes) {
-    for (int64_t rowSize : {1, 3, 8}) {
+    for (int64_t rowSize : {1, 2, 3, 4, 8}) {
       for (const auto& counts : shapes) {
         for (double scale : {1.0, 0.25}) {
           const std::vector<List> lists = makeLists(rng, dtype, rowSize, partSize, counts);
