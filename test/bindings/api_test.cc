@@ -1,6 +1,8 @@
 // The Api behind the C API (bindings/api.h) with in-process ranks as threads: every operation
 // through the handle table, outputs readable in completions and after waits, the errors a
 // caller sees at enqueue and at completion, lifecycle, stats, timeline, placement.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -344,7 +346,9 @@ TEST(Api, ShutdownAndInitFromACompletionDuringShutdown) {
 }
 
 TEST(Api, StatsAndTimeline) {
-  const std::string path = ::testing::TempDir() + "zen_api_timeline.json";
+  // Named by this process: ctest -j runs other processes of this test binary at once.
+  const std::string path =
+      ::testing::TempDir() + "zen_api_timeline" + std::to_string(getpid()) + ".json";
   ApiJob job(2);
   job.onEachRank([&](int r, Api& api) {
     EXPECT_TRUE(api.startTimeline(path, true).isOk());
@@ -366,7 +370,8 @@ TEST(Api, StatsAndTimeline) {
     EXPECT_NE(text.str().find("ALLREDUCE"), std::string::npos);
   });
   // ZEN_TIMELINE naming a file: the timeline runs from init and cannot be started again.
-  ApiJob fixed(1, bindingsConfig({{"ZEN_TIMELINE", ::testing::TempDir() + "zen_fixed.json"}}));
+  ApiJob fixed(1, bindingsConfig({{"ZEN_TIMELINE", ::testing::TempDir() + "zen_fixed" +
+                                                       std::to_string(getpid()) + ".json"}}));
   EXPECT_EQ(fixed.rank(0).startTimeline(path, false).code(), StatusCode::kFailedPrecondition);
 }
 

@@ -515,10 +515,9 @@ int everyFunction(int rank, int n) {
       CHILD_CHECK(zen_poll(h1, &done) == ZEN_OK && done == 0, 82);
     }
   }
-  CHILD_CHECK(
-      zen_enqueue_allreduce("c.pending.seen", &seen, &seen, ZEN_SUM, ZEN_NO_COMPLETION, &h2) ==
-          ZEN_OK,
-      80);
+  CHILD_CHECK(zen_enqueue_allreduce("c.pending.seen", &seen, &seen, ZEN_SUM, ZEN_NO_COMPLETION,
+                                    &h2) == ZEN_OK,
+              80);
   CHILD_CHECK(zen_wait(h2, kWait) == ZEN_OK && zen_release(h2) == ZEN_OK, 83);
   if (rank != 0) CHILD_CHECK(zen_enqueue_barrier(ZEN_NO_COMPLETION, &h1) == ZEN_OK, 80);
   CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_release(h1) == ZEN_OK, 83);
