@@ -8,7 +8,7 @@
 // their arguments:
 //   NEGOTIATE  every rank, from posting the request until every rank has; rank 0 (the
 //              coordinator) also records an instant "rank R ready" on the row when rank R
-//              posts. --straggler R posts --straggler-ms later than the others, every time.
+//              posts. --straggler R posts --straggler-ms after all the others, every time.
 //   QUEUE, FUSE (bucket rows: args tensors, bucket)
 //   sparse rows: SPARSE_ALLREDUCE (scheme, bucket, tensors; nnz on its end) holding the
 //              executor's phases NONZERO (nnz, density), HASH (imbalance), PUSH
@@ -140,12 +140,14 @@ class RankWriter {
              zen::Timeline* own,
              zen::Timeline* coordinator,
              Barrier* barrier,
+             Barrier* posted,
              RankTally* tally)
       : a_(a),
         rank_(rank),
         tl_(own),
         coord_(coordinator),
         barrier_(barrier),
+        posted_(posted),
         tally_(tally),
         rng_(a.seed * 1000003u + static_cast<unsigned>(rank)) {}
 
@@ -191,11 +193,19 @@ class RankWriter {
     auto& t = tally_->tensors[spec.name];
     const std::string bucket = std::to_string(&spec - rowSpecs().data());
 
-    // The backward pass produces the gradient (the straggler always late), then NEGOTIATE:
-    // this rank posts the request, rank 0 ticks it, and all wait for the last rank.
-    sleepMs(jitter(0.3) + (rank_ == a_.straggler ? a_.stragglerMs : 0.0));
+    // The backward pass produces the gradient, then NEGOTIATE: this rank posts the request,
+    // rank 0 ticks it, and all wait for the last rank. The straggler is late by stragglerMs
+    // after every other rank's tick (it waits for them at `posted_` first): a sleep from its
+    // own start alone would not do, as another rank descheduled longer would tick after it.
+    const bool straggler = rank_ == a_.straggler;
+    sleepMs(jitter(0.3));
+    if (straggler) {
+      posted_->wait();
+      sleepMs(a_.stragglerMs);
+    }
     tl_->begin(spec.name, "NEGOTIATE", {{"step", std::to_string(step)}});
     coord_->instant(spec.name, fmt::format("rank {} ready", rank_));  // Timeline is thread-safe
+    if (!straggler && a_.straggler >= 0) posted_->wait();
     barrier_->wait();
     tl_->end(spec.name);
     t.phaseCounts["NEGOTIATE"] += 1;
@@ -298,6 +308,7 @@ class RankWriter {
   zen::Timeline* tl_;
   zen::Timeline* coord_;
   Barrier* barrier_;
+  Barrier* posted_;  // every rank's request posted, the straggler's last
   RankTally* tally_;
   std::mt19937 rng_;
 };
@@ -646,11 +657,13 @@ int main(int argc, char** argv) {
   }
 
   Barrier barrier(a.ranks);
+  Barrier posted(a.ranks);
   std::vector<RankTally> tallies(a.ranks);
   std::vector<std::thread> threads;
   for (int r = 0; r < a.ranks; ++r) {
     threads.emplace_back([&, r] {
-      RankWriter(a, r, timelines[r].get(), timelines[0].get(), &barrier, &tallies[r]).run();
+      RankWriter(a, r, timelines[r].get(), timelines[0].get(), &barrier, &posted, &tallies[r])
+          .run();
     });
   }
   for (auto& t : threads) t.join();

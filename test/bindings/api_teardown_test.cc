@@ -75,7 +75,7 @@ void shutDownTheOtherRankFromACompletion(Api& rank0, Api& rank1) {
       << "rank 1's shutdown() inside rank 0's completion did not return";
   auto [status, took] = f.get();
   EXPECT_TRUE(status.isOk()) << status.toString();
-  EXPECT_LT(took, 5.0) << "the completion waited for rank 1's loop";
+  EXPECT_LT(took, 10.0) << "the completion waited for rank 1's loop";
   EXPECT_FALSE(rank1.initialized());
   EXPECT_TRUE(waitDone(rank0, id.value()).isOk());
 

@@ -1,6 +1,8 @@
 // The Api behind the C API (bindings/api.h) with in-process ranks as threads: every operation
 // through the handle table, outputs readable in completions and after waits, the errors a
 // caller sees at enqueue and at completion, lifecycle, stats, timeline, placement.
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -134,9 +136,10 @@ TEST(Api, ErrorsAtEnqueueAndAtCompletion) {
     EXPECT_FALSE(waitDone(api, shaped.value()).isOk());
 
     // A name in flight fails at once; the first still completes. "dup.<rank>" is posted by
-    // this rank alone first, so it cannot complete before the second post (a name every rank
-    // had posted could finish in between); then each rank posts its peer's name.
-    std::vector<float> x(2, 1.0f), y(2, 1.0f);
+    // this rank alone first, and its peer posts it only after "dup.tried", which completes
+    // once both ranks have tried their duplicate: so it cannot complete before the second
+    // post (without "dup.tried" the peer, running ahead, could post it in between).
+    std::vector<float> x(2, 1.0f), y(2, 1.0f), z(2, 1.0f);
     const std::string mine = "dup." + std::to_string(r);
     auto first = api.enqueue(TensorOp::allreduce(mine, view(x, {2}), view(x, {2})));
     ASSERT_TRUE(first.isOk());
@@ -144,6 +147,9 @@ TEST(Api, ErrorsAtEnqueueAndAtCompletion) {
     ASSERT_FALSE(second.isOk());
     EXPECT_EQ(second.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(second.status().message().find("already in flight"), std::string::npos);
+    auto tried = api.enqueue(TensorOp::allreduce("dup.tried", view(z, {2}), view(z, {2})));
+    ASSERT_TRUE(tried.isOk());
+    ASSERT_TRUE(waitDone(api, tried.value()).isOk());
     auto peers = api.enqueue(
         TensorOp::allreduce("dup." + std::to_string(1 - r), view(y, {2}), view(y, {2})));
     ASSERT_TRUE(peers.isOk());
@@ -340,7 +346,9 @@ TEST(Api, ShutdownAndInitFromACompletionDuringShutdown) {
 }
 
 TEST(Api, StatsAndTimeline) {
-  const std::string path = ::testing::TempDir() + "zen_api_timeline.json";
+  // Named by this process: ctest -j runs other processes of this test binary at once.
+  const std::string path =
+      ::testing::TempDir() + "zen_api_timeline" + std::to_string(getpid()) + ".json";
   ApiJob job(2);
   job.onEachRank([&](int r, Api& api) {
     EXPECT_TRUE(api.startTimeline(path, true).isOk());
@@ -362,7 +370,8 @@ TEST(Api, StatsAndTimeline) {
     EXPECT_NE(text.str().find("ALLREDUCE"), std::string::npos);
   });
   // ZEN_TIMELINE naming a file: the timeline runs from init and cannot be started again.
-  ApiJob fixed(1, bindingsConfig({{"ZEN_TIMELINE", ::testing::TempDir() + "zen_fixed.json"}}));
+  ApiJob fixed(1, bindingsConfig({{"ZEN_TIMELINE", ::testing::TempDir() + "zen_fixed" +
+                                                       std::to_string(getpid()) + ".json"}}));
   EXPECT_EQ(fixed.rank(0).startTimeline(path, false).code(), StatusCode::kFailedPrecondition);
 }
 

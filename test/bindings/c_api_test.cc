@@ -429,10 +429,10 @@ int everyFunction(int rank, int n) {
 
   // Errors. Enqueue-time: a name in flight, bad arguments.
   // "c.dup.<rank>" is posted by this rank alone first: with peers it waits for their posts,
-  // which come only after their own duplicate, so an accepted second post fails the check (a
-  // name every rank had posted could finish in between). With one rank it can complete before
-  // the second post (nobody to wait for); then both ran legitimately and the pair is tried
-  // again.
+  // which come only after "c.dup.tried", which completes once every rank has tried its
+  // duplicate, so an accepted second post fails the check (a peer running ahead could
+  // otherwise post it in between). With one rank it can complete before the second post
+  // (nobody to wait for); then both ran legitimately and the pair is tried again.
   const auto dupName = [](int p) { return "c.dup." + std::to_string(p); };
   int dupCode = ZEN_OK;
   for (int attempt = 0; attempt < 20 && dupCode == ZEN_OK; ++attempt) {
@@ -449,6 +449,13 @@ int everyFunction(int rank, int n) {
   }
   CHILD_CHECK(dupCode == ZEN_INVALID_ARGUMENT, 61);
   CHILD_CHECK(std::strstr(zen_last_error(), "already in flight") != nullptr, 62);
+  std::vector<float> triedData(1, 1.0f);
+  int64_t triedShape[1] = {1};
+  zen_tensor_t tried{triedData.data(), ZEN_FLOAT32, 1, triedShape};
+  CHILD_CHECK(zen_enqueue_allreduce("c.dup.tried", &tried, &tried, ZEN_SUM, ZEN_NO_COMPLETION,
+                                    &h2) == ZEN_OK,
+              60);
+  CHILD_CHECK(zen_wait(h2, kWait) == ZEN_OK && zen_release(h2) == ZEN_OK, 63);
   std::vector<zen_handle_t> peers;
   for (int p = 0; p < n; ++p) {
     if (p == rank) continue;
@@ -495,13 +502,24 @@ int everyFunction(int rank, int n) {
   CHILD_CHECK(zen_wait(h1, 0) == ZEN_UNKNOWN_HANDLE && zen_poll(h1, &done) == ZEN_UNKNOWN_HANDLE,
               75);
 
-  // Pending: rank 0 posts first and sees ZEN_PENDING while the others sleep.
-  if (rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  CHILD_CHECK(zen_enqueue_barrier(ZEN_NO_COMPLETION, &h1) == ZEN_OK, 80);
-  if (rank == 0 && n > 1) {
-    CHILD_CHECK(zen_wait(h1, 0.05) == ZEN_PENDING, 81);
-    CHILD_CHECK(zen_poll(h1, &done) == ZEN_OK && done == 0, 82);
+  // Pending: rank 0 posts its barrier first and sees ZEN_PENDING; the others post theirs only
+  // after "c.pending.seen", which rank 0 posts after its checks (a sleep on the others would
+  // not do: a rank 0 descheduled longer would find the barrier complete).
+  std::vector<float> seenData(1, 1.0f);
+  int64_t seenShape[1] = {1};
+  zen_tensor_t seen{seenData.data(), ZEN_FLOAT32, 1, seenShape};
+  if (rank == 0) {
+    CHILD_CHECK(zen_enqueue_barrier(ZEN_NO_COMPLETION, &h1) == ZEN_OK, 80);
+    if (n > 1) {
+      CHILD_CHECK(zen_wait(h1, 0.05) == ZEN_PENDING, 81);
+      CHILD_CHECK(zen_poll(h1, &done) == ZEN_OK && done == 0, 82);
+    }
   }
+  CHILD_CHECK(zen_enqueue_allreduce("c.pending.seen", &seen, &seen, ZEN_SUM, ZEN_NO_COMPLETION,
+                                    &h2) == ZEN_OK,
+              80);
+  CHILD_CHECK(zen_wait(h2, kWait) == ZEN_OK && zen_release(h2) == ZEN_OK, 83);
+  if (rank != 0) CHILD_CHECK(zen_enqueue_barrier(ZEN_NO_COMPLETION, &h1) == ZEN_OK, 80);
   CHILD_CHECK(zen_wait(h1, kWait) == ZEN_OK && zen_release(h1) == ZEN_OK, 83);
 
   // Timeline and stats.

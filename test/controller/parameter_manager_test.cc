@@ -6,6 +6,7 @@
 #include "controller/parameter_manager.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -442,8 +443,13 @@ std::vector<std::string> readLines(const std::string& path) {
   return lines;
 }
 
+// A log file of this process: ctest -j runs other processes of these tests at once.
+std::string logPath(const char* name) {
+  return ::testing::TempDir() + name + std::to_string(getpid()) + ".csv";
+}
+
 TEST(ParameterManager, WritesTheLog) {
-  const std::string path = ::testing::TempDir() + "zen_autotune_log_test.csv";
+  const std::string path = logPath("zen_autotune_log_test");
   std::remove(path.c_str());
   AutotuneOptions o = options(1, 2, 6);
   o.logPath = path;
@@ -656,7 +662,7 @@ TEST(ParameterManager, TheConfirmationLeavesAFixedKnobAlone) {
 }
 
 TEST(ParameterManager, WritesTheConfirmationToTheLog) {
-  const std::string path = ::testing::TempDir() + "zen_autotune_confirm_log_test.csv";
+  const std::string path = logPath("zen_autotune_confirm_log_test");
   std::remove(path.c_str());
   AutotuneOptions o = confirming(3);
   o.logPath = path;
@@ -688,7 +694,7 @@ TEST(ParameterManager, WritesTheConfirmationToTheLog) {
 }
 
 TEST(ParameterManager, TheLogSaysWhenTheConfiguredValuesAreKept) {
-  const std::string path = ::testing::TempDir() + "zen_autotune_confirm_kept_test.csv";
+  const std::string path = logPath("zen_autotune_confirm_kept_test");
   std::remove(path.c_str());
   AutotuneOptions o = confirming(1);
   o.logPath = path;

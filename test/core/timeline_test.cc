@@ -145,7 +145,16 @@ TEST(Timeline, StaysValidWhenTheProcessIsKilled) {
     if (!t.isOk()) _exit(3);
     for (int64_t i = 0;; ++i) t.value()->begin("row" + std::to_string(i % 5), "PULL");
   }
-  usleep(200 * 1000);
+  // Killed once the trace holds more than 10 events (after a fixed sleep, a child
+  // descheduled under load might not have written them yet).
+  size_t written = 0;
+  for (int i = 0; i < 3000 && written <= 10; ++i) {
+    usleep(10 * 1000);
+    try {
+      written = readJson(path).size();
+    } catch (const std::exception&) {  // not created yet
+    }
+  }
   kill(child, SIGKILL);
   int status = 0;
   waitpid(child, &status, 0);

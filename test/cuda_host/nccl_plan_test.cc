@@ -45,7 +45,7 @@ TEST(PollWithDeadline, TimesOutNamingRankAndCall) {
   EXPECT_NE(s.message().find("rank 2"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("ncclAllReduce"), std::string::npos) << s.message();
   EXPECT_GE(waited, 0.05);
-  EXPECT_LT(waited, 2.0);
+  EXPECT_LT(waited, 10.0);  // bounded, generously: a loaded machine stalls threads for seconds
 }
 
 TEST(PollWithDeadline, ZeroTimeoutStillLooksOnce) {

@@ -183,7 +183,7 @@ void expectSameErrorEverywhere(Backend backend,
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.toString();
     EXPECT_NE(s.message().find(expected), std::string::npos) << s.message();
     EXPECT_EQ(t.calls(), Calls{"alltoallv"}) << "rank " << t.rank() << " went on after the verdict";
-    EXPECT_LT(seconds, 5.0) << "the error should not wait for the transport timeout";
+    EXPECT_LT(seconds, 10.0) << "the error should not wait for the 20 s transport timeout";
     {
       std::lock_guard<std::mutex> lock(mu);
       messages[t.rank()] = s.message();
@@ -264,7 +264,7 @@ TEST_P(RoundsTest, AnotherSchemeOnOneRankIsTheSameErrorEverywhere) {
       const Status s =
           sparseAllreduce(optionsFor(t, in[t.rank()], t.rank() == 1 ? oddScheme : common), &result);
       EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                5.0);
+                10.0);  // half the 20 s timeout, generous for a loaded machine
       EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.toString();
       EXPECT_NE(s.message().find(std::string("rank 1 asked for scheme ") + schemeName(oddScheme)),
                 std::string::npos)

@@ -273,7 +273,7 @@ TEST_P(SparseAllreduceTest, BadIndexOnOneRankFailsEveryRank) {
           s.message().find("rank " + std::to_string(bad) + ": index " + std::to_string(badIndex)),
           std::string::npos)
           << s.message();
-      EXPECT_LT(seconds, 5.0) << "the error should not wait for the transport timeout";
+      EXPECT_LT(seconds, 10.0) << "the error should not wait for the 20 s transport timeout";
     }
     const std::vector<SparseTensor> inputs = makeInputs(good, n);
     SparseAllreduceResult result;

@@ -154,24 +154,35 @@ TEST(TcpTransport, RanksAsForkedProcessesAgree) {
 }
 
 // What a survivor checks after its peer went away: an error of an expected kind that names
-// rank 2, within a bound.
+// rank 2, within a bound (well past the 2 s timeout, well before the harness's 30 s limit).
 int checkSurvivor(const Status& s, steady_clock::duration took, bool timeoutOnly) {
   std::fprintf(stderr, "survivor saw: %s\n", s.toString().c_str());
   if (s.code() != StatusCode::kTimeout && (timeoutOnly || s.code() != StatusCode::kIoError)) {
     return 10;
   }
   if (s.message().find("rank 2") == std::string::npos) return 11;
-  if (took > std::chrono::seconds(5)) return 12;
+  if (took > std::chrono::seconds(10)) return 12;
   return 0;
+}
+
+// A barrier, after which every other rank tells `victim` it has left it: `victim` may then
+// die or stop without failing anyone's barrier. (A sleep would not do: a survivor descheduled
+// longer could still be waiting for the barrier's last message from `victim`.)
+bool everyoneLeftTheBarrier(Transport& t, int victim) {
+  if (!t.barrier().isOk()) return false;
+  constexpr uint32_t kLeftTag = 5;
+  uint8_t byte = 1;
+  if (t.rank() != victim) return t.send(victim, &byte, 1, kLeftTag).isOk();
+  for (int r = 0; r < t.size(); ++r) {
+    if (r != victim && !t.recv(r, &byte, 1, kLeftTag).isOk()) return false;
+  }
+  return true;
 }
 
 TEST(TcpTransport, KilledPeerIsReportedToTheSurvivors) {
   const auto ends = forkTcpRanks(3, 2.0, 30.0, [](Transport& t) {
-    if (!t.barrier().isOk()) return 5;
-    if (t.rank() == 2) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the barrier settle
-      raise(SIGKILL);
-    }
+    if (!everyoneLeftTheBarrier(t, 2)) return 5;
+    if (t.rank() == 2) raise(SIGKILL);
     const ByteVector mine(1000, 7);
     std::vector<ByteVector> gathered;
     const auto start = steady_clock::now();
@@ -188,7 +199,7 @@ TEST(TcpTransport, KilledPeerIsReportedToTheSurvivors) {
 // set's failure fails rank 1's job transport.
 TEST(TcpTransport, KilledPeerInAProcessSetIsReportedToTheSurvivors) {
   const auto ends = forkTcpRanks(3, 2.0, 30.0, [](Transport& t) {
-    if (!t.barrier().isOk()) return 5;
+    if (!everyoneLeftTheBarrier(t, 2)) return 5;
     const auto start = steady_clock::now();
     if (t.rank() == 0) {
       int x = 0;
@@ -197,10 +208,7 @@ TEST(TcpTransport, KilledPeerInAProcessSetIsReportedToTheSurvivors) {
     }
     Result<std::unique_ptr<Transport>> set = t.subset({1, 2}, 9);
     if (!set.isOk()) return 6;
-    if (t.rank() == 2) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      raise(SIGKILL);
-    }
+    if (t.rank() == 2) raise(SIGKILL);
     const ByteVector mine(1000, 7);
     std::vector<ByteVector> gathered;
     const Status s = set.value()->allgatherv(mine.data(), mine.size(), &gathered);
@@ -217,13 +225,10 @@ TEST(TcpTransport, KilledPeerInAProcessSetIsReportedToTheSurvivors) {
 // both survivors wait on it directly and must report kTimeout naming it.
 TEST(TcpTransport, StalledPeerTimesOutOnEveryWaitingRank) {
   const auto ends = forkTcpRanks(
-      3, 1.0, 30.0,
+      3, 2.0, 30.0,
       [](Transport& t) {
-        if (!t.barrier().isOk()) return 5;
-        if (t.rank() == 2) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(200));
-          raise(SIGSTOP);
-        }
+        if (!everyoneLeftTheBarrier(t, 2)) return 5;
+        if (t.rank() == 2) raise(SIGSTOP);
         const ByteVector mine(size_t{1} << 20, 7);
         std::vector<ByteVector> gathered;
         const auto start = steady_clock::now();
@@ -281,9 +286,10 @@ TEST(TcpTransport, SendToAnAbortedRankCarriesItsReason) {
     } else {
       // Rank 1 has not waited on rank 2: sends find the closed connection first. The first
       // write after the peer closed is usually accepted by the kernel; a later one fails.
-      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      // Sends until then, however late ranks 0 and 2 get there (bounded by the timeout).
       Status s;
-      for (int i = 0; i < 200 && s.isOk(); ++i) {
+      const auto until = steady_clock::now() + std::chrono::seconds(10);
+      while (s.isOk() && steady_clock::now() < until) {
         s = t.send(2, &word, sizeof(word), 3);
         if (s.isOk()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }

@@ -365,9 +365,13 @@ TEST_P(TransportTest, BroadcastFromEveryRoot) {
 // The last rank arrives late; nobody may leave the barrier before it arrives.
 TEST_P(TransportTest, BarrierWaitsForTheLastRank) {
   run([&](Transport& t) {
-    for (int i = 0; i < 10; ++i) ASSERT_TRUE(t.barrier().isOk());
-    if (t.size() == 1) return;
+    for (int i = 0; i < 9; ++i) ASSERT_TRUE(t.barrier().isOk());
+    // Taken before the last warm-up barrier, so every rank's start precedes the last rank's
+    // sleep however the ranks are scheduled after it (a rank descheduled on leaving that
+    // barrier would otherwise start its clock late and see less than 300 ms).
     const auto start = std::chrono::steady_clock::now();
+    ASSERT_TRUE(t.barrier().isOk());
+    if (t.size() == 1) return;
     if (t.rank() == t.size() - 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
     t.resetCounters();
     ASSERT_TRUE(t.barrier().isOk());
@@ -494,7 +498,7 @@ TEST_P(TransportTest, PeerThatNeverSendsTimesOut) {
         EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
         EXPECT_NE(s.message().find("rank 1"), std::string::npos) << s.toString();
         EXPECT_GE(took, std::chrono::milliseconds(450));
-        EXPECT_LT(took, std::chrono::seconds(5));
+        EXPECT_LT(took, std::chrono::seconds(10));  // generous: a loaded machine stalls threads
         EXPECT_EQ(t.barrier().code(), StatusCode::kAborted);
       },
       options);
@@ -512,7 +516,7 @@ TEST_P(TransportTest, CollectiveWithAMissingRankTimesOut) {
         const auto start = std::chrono::steady_clock::now();
         const Status s = t.barrier();
         EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
-        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
         float v = 1;
         EXPECT_EQ(t.allreduce(&v, 1, DataType::kFloat32).code(), StatusCode::kAborted);
       },

@@ -5,12 +5,13 @@
 
 Prints one stdout line `ENV {...}` (its ZEN_*/OMPI_COMM_WORLD_* variables, pid and network
 namespace) and one stderr line `hello from rank R`; writes D/rank.R with its pid; then the
-rank named by --fail exits with CODE after --delay seconds, and the others exit 0, sleep,
-or sleep ignoring SIGTERM. --rendezvous: rank 0 listens on ZEN_CONTROLLER_ADDR's port and
-every other rank connects and sends ZEN_SECRET (a real cross-host connection check); rank 0
-listens on ZEN_CONTROLLER_FD when zenrun passed one, as the library does. --steal-port: rank 1
-first tries to take that port itself (prints STEAL taken, and holds it, or STEAL refused), while
-rank 0 waits a second before it listens: another process grabbing the port zenrun chose.
+rank named by --fail exits with CODE after --delay seconds (with --pid-dir, counted once every
+rank wrote its pid), and the others exit 0, sleep, or sleep ignoring SIGTERM. --rendezvous:
+rank 0 listens on ZEN_CONTROLLER_ADDR's port and every other rank connects and sends
+ZEN_SECRET (a real cross-host connection check); rank 0 listens on ZEN_CONTROLLER_FD when
+zenrun passed one, as the library does. --steal-port: rank 1 first tries to take that port
+itself (prints STEAL taken, and holds it, or STEAL refused), while rank 0 waits a second before
+it listens: another process grabbing the port zenrun chose.
 """
 
 import argparse
@@ -22,11 +23,23 @@ import sys
 import time
 
 
-def rank_of_env():
-    for name in ("ZEN_RANK", "OMPI_COMM_WORLD_RANK"):
+def from_env(what):
+    for name in ("ZEN_" + what, "OMPI_COMM_WORLD_" + what):
         if name in os.environ:
             return int(os.environ[name])
-    raise SystemExit("rank_probe: neither ZEN_RANK nor OMPI_COMM_WORLD_RANK is set")
+    raise SystemExit(f"rank_probe: neither ZEN_{what} nor OMPI_COMM_WORLD_{what} is set")
+
+
+def wait_for_pids(folder, size, within=30.0):
+    """Until every rank has written its pid file, i.e. runs with its signals set: a rank
+    failing earlier would have zenrun stop ranks still starting (a delay alone would not do
+    on a loaded machine)."""
+    deadline = time.monotonic() + within
+    while len([f for f in os.listdir(folder) if f.startswith("rank.")
+               and not f.endswith(".tmp")]) < size:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"rank_probe: not every rank wrote its pid within {within} s")
+        time.sleep(0.02)
 
 
 _HELD = []  # a port taken by --steal-port stays taken until the process exits
@@ -96,7 +109,10 @@ def main():
     p.add_argument("--rendezvous", action="store_true")
     p.add_argument("--steal-port", action="store_true")
     a = p.parse_args()
-    rank = rank_of_env()
+    rank = from_env("RANK")
+    fail_rank, code = (int(x) for x in a.fail.split(":")) if a.fail else (None, None)
+    if a.others == "ignore-term" and rank != fail_rank:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # before the pid file says it runs
     env = {k: v for k, v in os.environ.items()
            if k.startswith(("ZEN_", "ZENRUN_", "OMPI_COMM_WORLD_"))}
     try:
@@ -112,14 +128,12 @@ def main():
         os.rename(path + ".tmp", path)
     if a.rendezvous:
         rendezvous(rank, int(os.environ["ZEN_SIZE"]), a.steal_port)
-    if a.fail:
-        fail_rank, code = (int(x) for x in a.fail.split(":"))
-        if rank == fail_rank:
-            time.sleep(a.delay)
-            print(f"rank {rank} failing with {code}", file=sys.stderr, flush=True)
-            sys.exit(code)
-    if a.others == "ignore-term":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if rank == fail_rank:
+        if a.pid_dir:
+            wait_for_pids(a.pid_dir, from_env("SIZE"))
+        time.sleep(a.delay)
+        print(f"rank {rank} failing with {code}", file=sys.stderr, flush=True)
+        sys.exit(code)
     if a.others in ("sleep", "ignore-term"):
         time.sleep(120)
 

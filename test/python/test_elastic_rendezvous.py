@@ -108,6 +108,18 @@ def ranks(replies):
     return {w: r["placement"]["rank"] for w, r in replies.items()}
 
 
+def wait_until_waiting(b, worker):
+    """Until worker's join, sent from a thread, is waiting in the book: a thread may reach the
+    server any time later, so a sleep would not do. (The book has no public view of it.)"""
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:
+        with b.rounds._cond:
+            if worker in b.rounds._waiting:
+                return
+        time.sleep(0.01)
+    raise AssertionError(f"{worker}'s join did not reach the book within {WAIT} s")
+
+
 def test_round_forms_when_every_live_worker_joined(book_factory):
     b = book_factory(min_np=2)
     for i, order in enumerate([(0, 0), (0, 1), (1, 0)]):
@@ -199,7 +211,8 @@ def test_new_workers_alone_start_the_timeout_once_the_last_round_is_gone(book_fa
     out = {}
     t = threading.Thread(target=lambda: out.setdefault("r", request(b.server.port, "join", "w1")))
     t.start()
-    time.sleep(1.0)
+    wait_until_waiting(b, "w1")
+    time.sleep(1.0)  # twice the timeout: w1 still waits
     assert "r" not in out and b.events.get_nowait()[0] == "formed"
     b.add("w2", order=(0, 2))
     b.rounds.change(["w0"], removed_only=False)  # w0 died: the timeout runs from here
@@ -258,7 +271,7 @@ def test_finishing_job_tells_joins_to_exit(book_factory):
     out = {}
     t = threading.Thread(target=lambda: out.setdefault("r", request(b.server.port, "join", "w0")))
     t.start()
-    time.sleep(0.3)
+    wait_until_waiting(b, "w0")  # a waiting join is told, not only a later one
     b.rounds.finish("the job is finishing")
     t.join(WAIT)
     assert out["r"] == {"exit": "the job is finishing"}

@@ -12,6 +12,7 @@ rank), so sums are exact in every dtype.
 import json
 import os
 import sys
+import threading
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -613,22 +614,42 @@ def errors_reach_every_rank():
     sp = tf.IndexedSlices(tf.ones([2, 2]), tf.constant([0, 1], tf.int64),
                           tf.constant([10 + rank, 2], tf.int64))
     expect_raises(tf.errors.OpError, lambda: hvd.allreduce(sp, name="bad.sparse"))
-    # A name in flight: refused on the rank that posted it twice (the others post it once,
-    # late, so the first is surely still pending); the first still completes. (Different
-    # inputs: the graph optimizer would merge two equal collectives.)
+    # A name in flight: refused on the rank that posts it twice; the first still completes.
+    # Rank 0 runs a function posting "dup" on two threads at once (each call waits for its
+    # result): whichever post comes second is refused, since the other ranks post "dup" only
+    # after "dup.tried", which rank 0 posts once the refusal came back. (A sleep on the other
+    # ranks would not do: a rank 0 descheduled longer would find its first "dup" complete.)
 
     @tf.function
-    def twice(x):
-        return hvd.allreduce(x, name="dup", op=hvd.Sum), hvd.allreduce(x * 2.0, name="dup",
-                                                                        op=hvd.Sum)
+    def once(x):
+        return hvd.allreduce(x, name="dup", op=hvd.Sum)
 
-    run_twice = twice.get_concrete_function(tf.TensorSpec([3], tf.float32))  # traced first
+    run_once = once.get_concrete_function(tf.TensorSpec([3], tf.float32))  # traced first
     hvd.barrier()
     if rank == 0:
-        e = expect_raises(tf.errors.InvalidArgumentError, lambda: run_twice(tf.ones([3])))
-        assert "already in flight" in e.message, e.message
+        outcomes = []
+
+        def post():
+            try:
+                outcomes.append(run_once(tf.ones([3])))
+            except Exception as e:  # the refusal; "dup.tried" lets the other post complete
+                outcomes.append(e)
+                hvd.allreduce(tf.ones([1]), name="dup.tried")
+
+        threads = [threading.Thread(target=post) for _ in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(120)
+        assert not any(th.is_alive() for th in threads), "a post of 'dup' never ended"
+        refused = [o for o in outcomes if isinstance(o, Exception)]
+        assert len(refused) == 1, outcomes
+        assert isinstance(refused[0], tf.errors.InvalidArgumentError), refused[0]
+        assert "already in flight" in refused[0].message, refused[0].message
+        done = [o for o in outcomes if not isinstance(o, Exception)]
+        assert equal(done[0], tf.fill([3], float(size))), done
     else:
-        time.sleep(1.0)
+        hvd.allreduce(tf.ones([1]), name="dup.tried")
         hvd.allreduce(tf.ones([3]), name="dup", op=hvd.Sum)
     # The daemon is still fine.
     assert equal(hvd.allreduce(tf.ones([2]), op=hvd.Sum, name="after"), tf.fill([2], float(size)))

@@ -635,13 +635,15 @@ def errors_reach_every_rank():
         h = hvd.allreduce_async(torch.ones(10, 2), name="kind")
     expect_raises(RuntimeError, lambda: hvd.synchronize(h))
     # A name in flight: ValueError at once, on this rank only; the first still completes.
-    # "dup.<rank>" is posted by this rank alone first, so it cannot complete before the second
-    # post (a name all ranks had posted could finish in between); then every rank posts the
-    # others' names and all complete.
+    # "dup.<rank>" is posted by this rank alone first; the others post it only after
+    # "dup.tried", which completes once every rank has tried its second post, so it cannot
+    # complete before that post (a rank running ahead could otherwise post it in between).
+    # Then every rank posts the others' names and all complete.
     t = torch.ones(3)
     h = hvd.allreduce_async(t, name="dup.%d" % rank)
     expect_raises(ValueError, lambda: hvd.allreduce_async(t, name="dup.%d" % rank),
                   "already in flight")
+    hvd.allreduce(torch.ones(1), name="dup.tried")
     others = [hvd.allreduce_async(t, name="dup.%d" % p) for p in range(size) if p != rank]
     assert torch.equal(hvd.synchronize(h), t)
     for other in others:

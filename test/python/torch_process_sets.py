@@ -92,13 +92,15 @@ def same_names_in_both_sets_and_a_global_collective_between():
     assert_equal(everyone, sum(data(r, seed=6) for r in range(4)))
     assert_equal(hvd.synchronize(handle), sum(data(r, seed=5) for r in own.ranks))
     # A name pairs up within its set, but a rank has it in flight once: not in two sets.
-    # "both.<rank>" is posted by this rank alone first, so it cannot complete before the second
-    # post; then each rank posts its partner's name.
+    # "both.<rank>" is posted by this rank alone first; its partner posts it only after
+    # "both.tried", which completes once both have tried their second post, so it cannot
+    # complete before that post (a partner running ahead could otherwise post it in between).
     name = "both.%d" % hvd.rank()
     handles = [hvd.allreduce_async(t(data(hvd.rank(), seed=7)), op=hvd.Sum, name=name,
                                    process_set=own)]
     expect_raises(ValueError, lambda: hvd.allreduce_async(t(data(hvd.rank())), name=name),
                   "already in flight")
+    hvd.allreduce(t(data(hvd.rank())), name="both.tried", process_set=own)
     handles += [hvd.allreduce_async(t(data(hvd.rank(), seed=7)), op=hvd.Sum, name="both.%d" % p,
                                     process_set=own) for p in own.ranks if p != hvd.rank()]
     for h in handles:

@@ -397,12 +397,12 @@ void expectFailsEverywhere(Job& job,
     auto h = rt.enqueue(make(r, &keep));
     ASSERT_TRUE(h.isOk()) << "rank " << r << ": refused at enqueue: " << h.status().toString();
     const auto start = std::chrono::steady_clock::now();
-    const Status s = waitFor(h.value(), 10 * kSlowdown);
+    const Status s = waitFor(h.value(), 15 * kSlowdown);
     const double took =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << "rank " << r << ": " << s.toString();
     EXPECT_NE(s.message().find(needle), std::string::npos) << "rank " << r << ": " << s.message();
-    EXPECT_LT(took, 5 * kSlowdown) << "rank " << r;
+    EXPECT_LT(took, 10 * kSlowdown) << "rank " << r;  // half the 20 s timeout
   });
 }
 
@@ -510,7 +510,7 @@ TEST(RuntimeCollectiveErrors, AlltoallWithAJoinedRankFailsOnTheOthers) {
     std::vector<float> x(3);
     auto h = rt.enqueue(TensorOp::alltoall("a2a.joined", denseView(x, {3})));
     ASSERT_TRUE(h.isOk());
-    const Status s = waitFor(h.value(), 10 * kSlowdown);
+    const Status s = waitFor(h.value(), 15 * kSlowdown);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
     EXPECT_NE(s.message().find("alltoall while rank 0 has joined is not supported"),
               std::string::npos)

@@ -186,7 +186,12 @@ TEST(RuntimeErrors, ShutdownWithPendingWorkNamesTheRankThatAsked) {
 TEST(RuntimeErrors, StalledRankIsNamedByRankZero) {
   Job job(kRanks, testConfig({{"ZEN_STALL_CHECK_TIME_SECONDS", "0.2"}}));
   job.onEachRank([&](int r, Runtime& rt) {
-    if (r == 3) std::this_thread::sleep_for(std::chrono::duration<double>(1.0 * kSlowdown));
+    // Rank 3 posts only once rank 0 has named it (a sleep would not do: ranks 0-2 or rank 0's
+    // loop descheduled longer would find rank 3's post already there).
+    for (int i = 0;
+         r == 3 && i < kWaitSeconds * 100 && !contains(job.log(0), "Missing ranks:\n3: ["); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     std::vector<float> x(4, 1.0f);
     auto h = rt.enqueue(TensorOp::allreduce("slow.grad", denseView(x, {4}), denseView(x, {4})));
     ASSERT_TRUE(h.isOk());
