@@ -17,7 +17,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <type_traits>
+
+#include "core/fixed_size.h"
 
 namespace zen {
 namespace {
@@ -32,18 +33,7 @@ constexpr int64_t kAhead = 8;
 // common rows (one element for a dense-gradient tensor, 8 for DeepFM's embeddings).
 template <typename Fn>
 void withRowSize(int64_t rowSize, Fn&& fn) {
-  switch (rowSize) {
-    case 1:
-      return fn(std::integral_constant<int64_t, 1>{});
-    case 2:
-      return fn(std::integral_constant<int64_t, 2>{});
-    case 4:
-      return fn(std::integral_constant<int64_t, 4>{});
-    case 8:
-      return fn(std::integral_constant<int64_t, 8>{});
-    default:
-      return fn(rowSize);
-  }
+  withFixedSize<int64_t, 1, 2, 4, 8>(rowSize, fn);
 }
 
 // dst[e] += src[e] for e < rowSize, in the accumulator type.

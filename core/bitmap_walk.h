@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "core/feistel_batch.h"
+#include "core/fixed_size.h"
 #include "core/index_map.h"
 
 namespace zen {
@@ -95,20 +96,7 @@ void forEachPositionIndex(
 // a few moves inline, of a run-time size a call per row.
 template <typename Fn>
 void withRowBytes(size_t rowBytes, Fn&& fn) {
-  switch (rowBytes) {
-    case 2:
-      return fn(std::integral_constant<size_t, 2>{});
-    case 4:
-      return fn(std::integral_constant<size_t, 4>{});
-    case 8:
-      return fn(std::integral_constant<size_t, 8>{});
-    case 16:
-      return fn(std::integral_constant<size_t, 16>{});
-    case 32:
-      return fn(std::integral_constant<size_t, 32>{});
-    default:
-      return fn(rowBytes);
-  }
+  withFixedSize<size_t, 2, 4, 8, 16, 32>(rowBytes, fn);
 }
 
 // dense[idx[i]] = row i of `rows` for i < n (rows of rowBytes, back to back).

@@ -76,38 +76,37 @@ ZEN_TARGET_AVX2 inline __m256i inverseRound(
   return _mm256_or_si256(_mm256_sll_epi64(a, shiftA), c);
 }
 
-ZEN_TARGET_AVX2 size_t forwardAvx2(const FeistelRounds& r,
-                                   const uint64_t* in,
-                                   uint64_t* out,
-                                   size_t count) {
-  const Lanes l = lanesOf(r);
-  const size_t whole = count / 4 * 4;
-  for (size_t i = 0; i < whole; i += 4) {
-    __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
-    // The (hi, lo) split alternates (H, L), (L, H), (H, L), (L, H), as in permuteOnce.
+// The four forward rounds: the (hi, lo) split alternates (H, L), (L, H), (H, L), (L, H), as
+// in permuteOnce.
+struct ForwardRounds {
+  ZEN_TARGET_AVX2 __m256i operator()(__m256i x, const Lanes& l) const {
     x = forwardRound(x, l.hi, l.lo, l.maskHi, l.maskLo, l.keys[0], l);
     x = forwardRound(x, l.lo, l.hi, l.maskLo, l.maskHi, l.keys[1], l);
     x = forwardRound(x, l.hi, l.lo, l.maskHi, l.maskLo, l.keys[2], l);
-    x = forwardRound(x, l.lo, l.hi, l.maskLo, l.maskHi, l.keys[3], l);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), x);
+    return forwardRound(x, l.lo, l.hi, l.maskLo, l.maskHi, l.keys[3], l);
   }
-  return whole;
-}
+};
 
-ZEN_TARGET_AVX2 size_t inverseAvx2(const FeistelRounds& r,
-                                   const uint64_t* in,
-                                   uint64_t* out,
-                                   size_t count) {
-  const Lanes l = lanesOf(r);
-  const size_t whole = count / 4 * 4;
-  for (size_t i = 0; i < whole; i += 4) {
-    __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
-    // FeistelBatch::unpermuteOnce, rounds 3 to 0.
+// FeistelBatch::unpermuteOnce, rounds 3 to 0.
+struct InverseRounds {
+  ZEN_TARGET_AVX2 __m256i operator()(__m256i y, const Lanes& l) const {
     y = inverseRound(y, l.lo, l.hi, l.maskLo, l.keys[3], l);
     y = inverseRound(y, l.hi, l.lo, l.maskHi, l.keys[2], l);
     y = inverseRound(y, l.lo, l.hi, l.maskLo, l.keys[1], l);
-    y = inverseRound(y, l.hi, l.lo, l.maskHi, l.keys[0], l);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), y);
+    return inverseRound(y, l.hi, l.lo, l.maskHi, l.keys[0], l);
+  }
+};
+
+// Rounds over in[0, count) four lanes at a time; returns how many it did (count rounded down
+// to 4).
+template <typename Rounds>
+ZEN_TARGET_AVX2 size_t
+passAvx2(const FeistelRounds& r, const uint64_t* in, uint64_t* out, size_t count) {
+  const Lanes l = lanesOf(r);
+  const size_t whole = count / 4 * 4;
+  for (size_t i = 0; i < whole; i += 4) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + i));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), Rounds{}(x, l));
   }
   return whole;
 }
@@ -119,12 +118,12 @@ bool cpuHasAvx2() {
 }  // namespace
 
 FeistelPass feistelForwardPass() {
-  static const FeistelPass pass = cpuHasAvx2() ? forwardAvx2 : nullptr;
+  static const FeistelPass pass = cpuHasAvx2() ? passAvx2<ForwardRounds> : nullptr;
   return pass;
 }
 
 FeistelPass feistelInversePass() {
-  static const FeistelPass pass = cpuHasAvx2() ? inverseAvx2 : nullptr;
+  static const FeistelPass pass = cpuHasAvx2() ? passAvx2<InverseRounds> : nullptr;
   return pass;
 }
 
