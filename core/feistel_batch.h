@@ -28,15 +28,12 @@ class FeistelBatch {
 
   // simd false keeps to the scalar passes (tests compare the two).
   explicit FeistelBatch(const FeistelPermutation& perm, bool simd = true)
-      : domain_(perm.domain()), hi_(perm.hiBits()), lo_(perm.loBits()) {
-    maskHi_ = mask(hi_);
-    maskLo_ = mask(lo_);
-    for (int i = 0; i < FeistelPermutation::kRounds; ++i) keys_[i] = perm.key(i);
-    rounds_.hi = hi_;
-    rounds_.lo = lo_;
-    rounds_.maskHi = maskHi_;
-    rounds_.maskLo = maskLo_;
-    for (int i = 0; i < FeistelPermutation::kRounds; ++i) rounds_.keys[i] = keys_[i];
+      : domain_(perm.domain()) {
+    rounds_.hi = perm.hiBits();
+    rounds_.lo = perm.loBits();
+    rounds_.maskHi = mask(rounds_.hi);
+    rounds_.maskLo = mask(rounds_.lo);
+    for (int i = 0; i < FeistelPermutation::kRounds; ++i) rounds_.keys[i] = perm.key(i);
     forwardPass_ = simd ? feistelForwardPass() : nullptr;
     inversePass_ = simd ? feistelInversePass() : nullptr;
   }
@@ -59,23 +56,25 @@ class FeistelBatch {
   // the (hi, lo) split alternates (H, L), (L, H), (H, L), (L, H)).
   uint64_t permuteOnce(uint64_t x) const {
     static_assert(FeistelPermutation::kRounds == 4, "unrolled for 4 rounds");
-    x = ((x & maskLo_) << hi_) | (((x >> lo_) ^ F(x & maskLo_, keys_[0])) & maskHi_);
-    x = ((x & maskHi_) << lo_) | (((x >> hi_) ^ F(x & maskHi_, keys_[1])) & maskLo_);
-    x = ((x & maskLo_) << hi_) | (((x >> lo_) ^ F(x & maskLo_, keys_[2])) & maskHi_);
-    x = ((x & maskHi_) << lo_) | (((x >> hi_) ^ F(x & maskHi_, keys_[3])) & maskLo_);
+    const FeistelRounds& r = rounds_;
+    x = ((x & r.maskLo) << r.hi) | (((x >> r.lo) ^ F(x & r.maskLo, r.keys[0])) & r.maskHi);
+    x = ((x & r.maskHi) << r.lo) | (((x >> r.hi) ^ F(x & r.maskHi, r.keys[1])) & r.maskLo);
+    x = ((x & r.maskLo) << r.hi) | (((x >> r.lo) ^ F(x & r.maskLo, r.keys[2])) & r.maskHi);
+    x = ((x & r.maskHi) << r.lo) | (((x >> r.hi) ^ F(x & r.maskHi, r.keys[3])) & r.maskLo);
     return x;
   }
 
   // FeistelPermutation::unpermuteOnce: round i's split is (H, L) for even i, (L, H) for odd.
   uint64_t unpermuteOnce(uint64_t y) const {
-    uint64_t c = y >> lo_;  // round 3: hi = L, lo = H
-    y = ((((y ^ F(c, keys_[3])) & maskLo_)) << hi_) | c;
-    c = y >> hi_;  // round 2: hi = H, lo = L
-    y = ((((y ^ F(c, keys_[2])) & maskHi_)) << lo_) | c;
-    c = y >> lo_;  // round 1
-    y = ((((y ^ F(c, keys_[1])) & maskLo_)) << hi_) | c;
-    c = y >> hi_;  // round 0
-    y = ((((y ^ F(c, keys_[0])) & maskHi_)) << lo_) | c;
+    const FeistelRounds& r = rounds_;
+    uint64_t c = y >> r.lo;  // round 3: hi = L, lo = H
+    y = ((((y ^ F(c, r.keys[3])) & r.maskLo)) << r.hi) | c;
+    c = y >> r.hi;  // round 2: hi = H, lo = L
+    y = ((((y ^ F(c, r.keys[2])) & r.maskHi)) << r.lo) | c;
+    c = y >> r.lo;  // round 1
+    y = ((((y ^ F(c, r.keys[1])) & r.maskLo)) << r.hi) | c;
+    c = y >> r.hi;  // round 0
+    y = ((((y ^ F(c, r.keys[0])) & r.maskHi)) << r.lo) | c;
     return y;
   }
 
@@ -124,12 +123,7 @@ class FeistelBatch {
   }
 
   uint64_t domain_;
-  int hi_;
-  int lo_;
-  uint64_t maskHi_;
-  uint64_t maskLo_;
-  uint64_t keys_[FeistelPermutation::kRounds];
-  FeistelRounds rounds_;
+  FeistelRounds rounds_;  // the network's parameters, as the SIMD passes take them
   FeistelPass forwardPass_ = nullptr;
   FeistelPass inversePass_ = nullptr;
 };
