@@ -27,8 +27,7 @@ class FeistelBatch {
   static constexpr size_t kBatch = 256;
 
   // simd false keeps to the scalar passes (tests compare the two).
-  explicit FeistelBatch(const FeistelPermutation& perm, bool simd = true)
-      : domain_(perm.domain()) {
+  explicit FeistelBatch(const FeistelPermutation& perm, bool simd = true) : domain_(perm.domain()) {
     rounds_.hi = perm.hiBits();
     rounds_.lo = perm.loBits();
     rounds_.maskHi = mask(rounds_.hi);
