@@ -231,12 +231,13 @@ def test_tcp_env_and_prefixes(np_):
     assert len(addrs) == 1 and re.fullmatch(r"127\.0\.0\.1:\d+", addrs.pop())
 
 
-def test_controller_port_cannot_be_taken_before_rank_0_listens():
+def test_controller_port_cannot_be_taken_before_rank_0_listens(tmp_path):
     """zenrun holds the controller port it chose until rank 0 has it: another process (rank
-    1, before rank 0 listens) cannot take it, and rank 0 listens on the socket it inherited
-    (ZEN_CONTROLLER_FD, rank 0 only). When zenrun only probed a free port, the thief got it
-    and rank 0 could not listen."""
-    r = zenrun(["-np", "3", PYTHON, PROBE, "--rendezvous", "--steal-port"], timeout=60)
+    1, before rank 0 listens: rank 0 waits for its attempt) cannot take it, and rank 0 listens
+    on the socket it inherited (ZEN_CONTROLLER_FD, rank 0 only). When zenrun only probed a
+    free port, the thief got it and rank 0 could not listen."""
+    r = zenrun(["-np", "3", PYTHON, PROBE, "--pid-dir", str(tmp_path), "--rendezvous",
+                "--steal-port"], timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = rank_lines(r.stdout, "stdout")
     assert "STEAL refused" in lines[1], lines
