@@ -28,6 +28,7 @@ sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 from zen.runner import hosts as hostlib  # noqa: E402
 from zen.runner.mpi_run import TagParser  # noqa: E402
 from netns_hosts import ip as _ip  # noqa: E402
+from rank_jobs import held_port  # noqa: E402
 
 LINE = re.compile(r"^\[(\d+)\]<(stdout|stderr)>:(.*)$")
 KNOB_FLAGS = ["--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5", "--cache-capacity", "512",
@@ -245,10 +246,11 @@ def test_controller_port_cannot_be_taken_before_rank_0_listens(tmp_path):
     reports = probe_reports(r.stdout)
     assert reports[0]["env"]["ZEN_CONTROLLER_FD"].isdigit()
     assert [rank for rank in reports if "ZEN_CONTROLLER_FD" in reports[rank]["env"]] == [0]
-    # A port given by hand is the user's to keep free: no socket is handed over.
-    port = reports[0]["env"]["ZEN_CONTROLLER_ADDR"].rpartition(":")[2]
-    r = zenrun(["-np", "2", "--controller-addr", f"127.0.0.1:{port}", PYTHON, PROBE,
-                "--rendezvous"], timeout=60)
+    # A port given by hand is the user's to keep free (here: held until the job binds it): no
+    # socket is handed over.
+    with held_port() as port:
+        r = zenrun(["-np", "2", "--controller-addr", f"127.0.0.1:{port}", PYTHON, PROBE,
+                    "--rendezvous"], timeout=60)
     assert r.returncode == 0, r.stdout + r.stderr
     assert not [rep for rep in probe_reports(r.stdout).values()
                 if "ZEN_CONTROLLER_FD" in rep["env"]]
