@@ -422,8 +422,9 @@ def test_ranks_do_not_outlive_a_killed_zenrun(tmp_path):
 @pytest.fixture(scope="module")
 def netns_hosts():
     """Two namespaces joined by a veth pair, 10.213.0.1/24 and 10.213.0.2/24 inside them
-    only; deleted afterwards (deleting a namespace deletes its end of the veth)."""
-    tag = f"{os.getpid() % 100000}"
+    only (no route in the root namespace: runs at once may share the subnet); deleted
+    afterwards (deleting a namespace deletes its end of the veth)."""
+    tag = os.getpid()  # whole: unique among the running processes
     a, b = f"zenrun{tag}a", f"zenrun{tag}b"
     va, vb = f"zr{tag}a", f"zr{tag}b"
     probe = _ip("netns", "add", a, check=False)
