@@ -130,46 +130,71 @@ std::vector<int> forkRanks(int n, double limitSeconds, const Body& body) {
   return reap(pids, limitSeconds);
 }
 
-// A port p on 127.0.0.1 with p + 1 free as well (the data plane's rendezvous), for a job
-// that reads ZEN_CONTROLLER_ADDR from the environment.
-int freePortPair() {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    int a = socket(AF_INET, SOCK_STREAM, 0);
+// Ports p and p + 1 on 127.0.0.1 (the control port and the data plane's usual rendezvous),
+// for a job that reads ZEN_CONTROLLER_ADDR from the environment. Both stay bound, with
+// SO_REUSEADDR but not listening, for the test's lifetime: closing them after the probe would
+// let another process (ctest -j) take a port before rank 0 binds it. Linux lets a second
+// SO_REUSEADDR socket bind and listen on a port held that way (rank 0's does:
+// ops/tcp_rendezvous.cc openListener), refuses everything else, and never hands it out as an
+// ephemeral port.
+class HeldPorts {
+ public:
+  HeldPorts() {
+    for (int attempt = 0; attempt < 50 && port_ == 0; ++attempt) {
+      fds_[0] = bindLoopback(0);
+      const int port = fds_[0] >= 0 ? boundPort(fds_[0]) : 0;
+      fds_[1] = port > 0 && port < 65535 ? bindLoopback(port + 1) : -1;
+      if (fds_[1] >= 0) {
+        port_ = port;
+      } else {
+        closeAll();
+      }
+    }
+  }
+  ~HeldPorts() { closeAll(); }
+  HeldPorts(const HeldPorts&) = delete;
+  HeldPorts& operator=(const HeldPorts&) = delete;
+
+  // p; 0 when no pair was found.
+  int port() const { return port_; }
+  // Makes the socket on p + offset listen (zenrun's controller socket, or another job holding
+  // the port); its descriptor, still owned here, or -1.
+  int listenOn(int offset) {
+    const int fd = fds_[offset];
+    return fd >= 0 && listen(fd, 16) == 0 ? fd : -1;
+  }
+
+ private:
+  static int bindLoopback(int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    const int on = 1;
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof(addr);
-    if (bind(a, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        getsockname(a, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      close(a);
-      continue;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on)) != 0 ||
+        bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      if (fd >= 0) close(fd);
+      return -1;
     }
-    const int port = ntohs(addr.sin_port);
-    int b = socket(AF_INET, SOCK_STREAM, 0);
-    addr.sin_port = htons(static_cast<uint16_t>(port + 1));
-    const bool next =
-        port < 65535 && bind(b, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-    close(a);
-    close(b);
-    if (next) return port;
+    return fd;
   }
-  return 0;
-}
+  static int boundPort(int fd) {
+    sockaddr_in addr{};
+    socklen_t len = sizeof(addr);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
+    return ntohs(addr.sin_port);
+  }
+  void closeAll() {
+    for (int& fd : fds_) {
+      if (fd >= 0) close(fd);
+      fd = -1;
+    }
+  }
 
-// A socket listening on 127.0.0.1:port, or -1.
-int listenOnLoopback(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 16) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
+  int fds_[2] = {-1, -1};
+  int port_ = 0;
+};
 
 #define CHILD_CHECK(cond, code)                                                             \
   do {                                                                                      \
@@ -768,43 +793,42 @@ void expectEnvironmentJob(int port, int controllerFd = -1) {
 }
 
 TEST(CApi, InitFromTheEnvironment) {
-  const int port = freePortPair();
-  ASSERT_GT(port, 0);
-  expectEnvironmentJob(port);
+  HeldPorts ports;
+  ASSERT_GT(ports.port(), 0);
+  expectEnvironmentJob(ports.port());
 }
 
 // Another job on this host holds the control port + 1 (the data plane's usual rendezvous):
 // rank 0 takes any free port and tells the others over the control transport.
 TEST(CApi, InitWhenTheDataPortIsTaken) {
-  const int port = freePortPair();
-  ASSERT_GT(port, 0);
-  const int holder = listenOnLoopback(port + 1);
-  ASSERT_GE(holder, 0);
-  expectEnvironmentJob(port);
-  close(holder);
+  HeldPorts ports;
+  ASSERT_GT(ports.port(), 0);
+  ASSERT_GE(ports.listenOn(1), 0);
+  expectEnvironmentJob(ports.port());
 }
 
 // zenrun's controller socket: this process listens on the port (so nothing else can bind it,
 // rank 0 included) and rank 0 inherits the socket as ZEN_CONTROLLER_FD and accepts on it.
 TEST(CApi, InitOnTheControllerSocketZenrunHandsOver) {
-  const int port = freePortPair();
-  ASSERT_GT(port, 0);
-  const int listener = listenOnLoopback(port);
+  HeldPorts ports;
+  ASSERT_GT(ports.port(), 0);
+  const int listener = ports.listenOn(0);
   ASSERT_GE(listener, 0);
-  expectEnvironmentJob(port, listener);
-  close(listener);
+  expectEnvironmentJob(ports.port(), listener);
 }
 
 // A ZEN_CONTROLLER_FD that is no socket listening on the port (a closed one after a re-init,
 // or a stray file) is left alone: rank 0 binds the port as usual.
 TEST(CApi, InitIgnoresAControllerFdThatIsNotTheListener) {
-  const int port = freePortPair();
-  ASSERT_GT(port, 0);
+  HeldPorts ports;
+  ASSERT_GT(ports.port(), 0);
   const int file = open("/dev/null", O_RDONLY);
   ASSERT_GE(file, 0);
-  expectEnvironmentJob(port, file);
+  expectEnvironmentJob(ports.port(), file);
   close(file);
-  expectEnvironmentJob(freePortPair(), 1000);  // not open at all
+  HeldPorts others;
+  ASSERT_GT(others.port(), 0);
+  expectEnvironmentJob(others.port(), 1000);  // not open at all
 }
 
 // An elastic worker that is rank 0 in every round hands a fresh listening socket each time
@@ -813,22 +837,17 @@ TEST(CApi, InitIgnoresAControllerFdThatIsNotTheListener) {
 // round names the first round's descriptor again: closed by the first runtime (or reused for
 // another file), it is left alone and rank 0 binds its port.
 TEST(CApi, EveryInitTakesItsRoundsControllerSocket) {
+  HeldPorts ports[3];
   std::vector<EnvironmentRound> rounds;
-  std::vector<int> listeners;
   for (int round = 0; round < 3; ++round) {
-    const int port = freePortPair();
-    ASSERT_GT(port, 0);
-    const int listener = round == 1 ? -1 : listenOnLoopback(port);
+    ASSERT_GT(ports[round].port(), 0);
+    const int listener = round == 1 ? -1 : ports[round].listenOn(0);
     if (round != 1) {
       ASSERT_GE(listener, 0);
     }
-    listeners.push_back(listener);
-    rounds.push_back({port, round == 1 ? listeners.front() : listener});
+    rounds.push_back({ports[round].port(), round == 1 ? rounds.front().controllerFd : listener});
   }
   expectEnvironmentJob(rounds);
-  for (int fd : listeners) {
-    if (fd >= 0) close(fd);
-  }
 }
 
 // A C program (compiled as C) running a job of one through zen_init().

@@ -4,10 +4,11 @@ them skips, saying why (pytest -rs shows it; CTest reports python_elastic_netns 
 
 bridged(tag, count): `count` namespaces, each with a veth whose other end is a port of a bridge
 in the root namespace that holds 10.215.S.1/24 (zenrun's address for the workers); namespace i
-has 10.215.S.(i+2). The names derive from tag (the test process's pid) and S is the first
-subnet from tag on that this machine does not use, so tests running in parallel (ctest -j,
-another build directory's run) do not collide. Everything is deleted afterwards, also on a
-failure.
+has 10.215.S.(i+2). The names derive from tag (the test process's whole pid: unique among
+the processes running) and S is the first subnet from tag on that this machine does not use,
+chosen and assigned to the bridge under a lock (SUBNET_LOCK), so tests running in parallel
+(ctest -j, another build directory's run) do not collide. Everything is deleted afterwards,
+also on a failure.
 
 two_networks(tag, count): `count` namespaces on two such bridges, a "mgmt" and a "data"
 network (two free subnets): namespace i has interface MGMT_IFACE at mgmt's .(i+2) and
@@ -16,7 +17,9 @@ DATA_IFACE at data's .(i+2), the same names in every namespace as on real hosts,
 """
 
 import contextlib
+import fcntl
 import subprocess
+import time
 
 import pytest
 
@@ -35,11 +38,33 @@ class Bridged:
 
 MGMT_IFACE = "zmgmt0"
 DATA_IFACE = "zdata0"
+# Held from choosing subnets until their bridges hold them, by every process using this file.
+SUBNET_LOCK = "/tmp/zen-netns-subnets.lock"
+LOCK_WAIT = 60  # seconds; a holder runs a few `ip` commands
+
+
+@contextlib.contextmanager
+def _subnet_lock():
+    with open(SUBNET_LOCK, "a") as f:
+        deadline = time.monotonic() + LOCK_WAIT
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{SUBNET_LOCK} held for over {LOCK_WAIT} s")
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def _free_subnets(tag, count=1):
     """count subnets 10.215.S. with S from tag on, skipping those this machine already has
-    (another test run's bridge: its routes would take our packets)."""
+    (another test run's bridge: its routes would take our packets). Call under _subnet_lock
+    and assign them before releasing it (_add_bridges)."""
     used = ip("-o", "-4", "addr", "show", check=False).stdout
     found = []
     for k in range(250):
@@ -51,8 +76,15 @@ def _free_subnets(tag, count=1):
     pytest.skip("too few free 10.215.S.0/24 subnets on this machine")
 
 
-def _free_subnet(tag):
-    return _free_subnets(tag)[0]
+def _add_bridges(tag, bridges):
+    """Creates the bridges, up, each holding .1 of a free subnet; their subnets."""
+    with _subnet_lock():
+        subnets = _free_subnets(tag, len(bridges))
+        for bridge, subnet in zip(bridges, subnets):
+            ip("link", "add", bridge, "type", "bridge")
+            ip("addr", "add", subnet + "1/24", "dev", bridge)
+            ip("link", "set", bridge, "up")
+    return subnets
 
 
 def _add_namespaces(names):
@@ -65,14 +97,11 @@ def _add_namespaces(names):
 
 @contextlib.contextmanager
 def bridged(tag, count):
-    subnet = _free_subnet(tag)
     bridge = f"zeb{tag}"
     names = [f"zen{tag}h{i}" for i in range(count)]
     try:
         _add_namespaces(names)
-        ip("link", "add", bridge, "type", "bridge")
-        ip("addr", "add", subnet + "1/24", "dev", bridge)
-        ip("link", "set", bridge, "up")
+        subnet = _add_bridges(tag, [bridge])[0]
         for i, ns in enumerate(names):
             inside, port = f"ze{tag}v{i}", f"ze{tag}p{i}"
             ip("link", "add", inside, "type", "veth", "peer", "name", port)
@@ -98,15 +127,11 @@ class TwoNetworks:
 
 @contextlib.contextmanager
 def two_networks(tag, count):
-    subnets = _free_subnets(tag, 2)
     names = [f"zen{tag}n{i}" for i in range(count)]
     bridges = [f"zem{tag}", f"zed{tag}"]
     try:
         _add_namespaces(names)
-        for bridge, subnet in zip(bridges, subnets):
-            ip("link", "add", bridge, "type", "bridge")
-            ip("addr", "add", subnet + "1/24", "dev", bridge)
-            ip("link", "set", bridge, "up")
+        subnets = _add_bridges(tag, bridges)
         for i, ns in enumerate(names):
             ip("-n", ns, "link", "set", "lo", "up")
             for bridge, subnet, inside in zip(bridges, subnets, (MGMT_IFACE, DATA_IFACE)):

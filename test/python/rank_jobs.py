@@ -10,9 +10,11 @@ rank that stops posting into errors on every rank instead of a hang.
 """
 
 import ast
+import contextlib
 import json
 import os
 import re
+import socket
 import subprocess
 import threading
 
@@ -41,6 +43,22 @@ STEP = re.compile(r"^\[(\w+)\] step +(\d+)  loss ([0-9.]+)")
 
 
 # ---- what a test module needs ----
+
+@contextlib.contextmanager
+def held_port(host="127.0.0.1"):
+    """A free TCP port of host for a job told it by hand (--controller-addr HOST:PORT), kept
+    bound, with SO_REUSEADDR but not listening, until the block ends: a port probed and closed
+    could be taken by another process (ctest -j) before the job binds it. Linux lets only a
+    socket that sets SO_REUSEADDR too bind it meanwhile (rank 0's: the library's
+    openListener, rank_probe.py) and never hands it out as an ephemeral port."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, 0))
+        yield s.getsockname()[1]
+    finally:
+        s.close()
+
 
 def require_zen_torch():
     """Skips the calling test module where this python has no torch or zen.torch is not

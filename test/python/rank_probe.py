@@ -9,9 +9,10 @@ rank named by --fail exits with CODE after --delay seconds (with --pid-dir, coun
 rank wrote its pid), and the others exit 0, sleep, or sleep ignoring SIGTERM. --rendezvous:
 rank 0 listens on ZEN_CONTROLLER_ADDR's port and every other rank connects and sends
 ZEN_SECRET (a real cross-host connection check); rank 0 listens on ZEN_CONTROLLER_FD when
-zenrun passed one, as the library does. --steal-port: rank 1 first tries to take that port
-itself (prints STEAL taken, and holds it, or STEAL refused), while rank 0 waits a second before
-it listens: another process grabbing the port zenrun chose.
+zenrun passed one, as the library does. --steal-port (with --pid-dir D): rank 1 first tries
+to take that port itself (prints STEAL taken, and holds it, or STEAL refused) and then writes
+D/stolen; rank 0 listens only once that file exists: another process grabbing the port zenrun
+chose before rank 0 has it, whatever the schedule.
 """
 
 import argparse
@@ -30,16 +31,29 @@ def from_env(what):
     raise SystemExit(f"rank_probe: neither ZEN_{what} nor OMPI_COMM_WORLD_{what} is set")
 
 
-def wait_for_pids(folder, size, within=30.0):
+def wait_until(done, what, within=30.0):
+    """Polls done() until it holds; exits saying `what` did not happen after `within` s."""
+    deadline = time.monotonic() + within
+    while not done():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"rank_probe: {what} within {within} s")
+        time.sleep(0.02)
+
+
+def write_file(path, text):
+    """Written whole or not at all, for a rank polling for it."""
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.rename(path + ".tmp", path)
+
+
+def wait_for_pids(folder, size):
     """Until every rank has written its pid file, i.e. runs with its signals set: a rank
     failing earlier would have zenrun stop ranks still starting (a delay alone would not do
     on a loaded machine)."""
-    deadline = time.monotonic() + within
-    while len([f for f in os.listdir(folder) if f.startswith("rank.")
-               and not f.endswith(".tmp")]) < size:
-        if time.monotonic() > deadline:
-            raise SystemExit(f"rank_probe: not every rank wrote its pid within {within} s")
-        time.sleep(0.02)
+    wait_until(lambda: len([f for f in os.listdir(folder) if f.startswith("rank.")
+                            and not f.endswith(".tmp")]) >= size,
+               "not every rank wrote its pid")
 
 
 _HELD = []  # a port taken by --steal-port stays taken until the process exits
@@ -60,13 +74,15 @@ def steal(host, port):
     return thief
 
 
-def rendezvous(rank, size, steal_port=False):
+def rendezvous(rank, size, steal_dir=None):
+    """steal_dir: --steal-port's --pid-dir (None: no stealing)."""
     host, _, port = os.environ["ZEN_CONTROLLER_ADDR"].rpartition(":")
     secret = os.environ["ZEN_SECRET"]
     deadline = time.monotonic() + 15
     if rank == 0:
-        if steal_port:
-            time.sleep(1)  # rank 1 tries first
+        if steal_dir:
+            stolen = os.path.join(steal_dir, "stolen")
+            wait_until(lambda: os.path.exists(stolen), "rank 1 did not try to steal the port")
         if "ZEN_CONTROLLER_FD" in os.environ:
             srv = socket.socket(fileno=int(os.environ["ZEN_CONTROLLER_FD"]))
         else:
@@ -86,8 +102,9 @@ def rendezvous(rank, size, steal_port=False):
                 peers.append(int(words[0]))
         print(f"RENDEZVOUS ok peers={sorted(peers)}", flush=True)
         return
-    if steal_port and rank == 1:
+    if steal_dir and rank == 1:
         _HELD.append(steal(host, int(port)))
+        write_file(os.path.join(steal_dir, "stolen"), "")
     while True:
         try:
             with socket.create_connection((host, int(port)), timeout=2) as c:
@@ -122,12 +139,11 @@ def main():
     print("ENV " + json.dumps({"env": env, "pid": os.getpid(), "netns": netns}), flush=True)
     print(f"hello from rank {rank}", file=sys.stderr, flush=True)
     if a.pid_dir:
-        path = os.path.join(a.pid_dir, f"rank.{rank}")
-        with open(path + ".tmp", "w") as f:
-            f.write(str(os.getpid()))
-        os.rename(path + ".tmp", path)
+        write_file(os.path.join(a.pid_dir, f"rank.{rank}"), str(os.getpid()))
+    if a.steal_port and not a.pid_dir:
+        raise SystemExit("rank_probe: --steal-port needs --pid-dir")
     if a.rendezvous:
-        rendezvous(rank, int(os.environ["ZEN_SIZE"]), a.steal_port)
+        rendezvous(rank, int(os.environ["ZEN_SIZE"]), a.pid_dir if a.steal_port else None)
     if rank == fail_rank:
         if a.pid_dir:
             wait_for_pids(a.pid_dir, from_env("SIZE"))

@@ -24,7 +24,7 @@ from test_elastic import check_steps, zenrun
 @pytest.fixture(scope="module")
 def hosts():
     require_zen_torch()
-    with bridged(os.getpid() % 100000, 2) as b:
+    with bridged(os.getpid(), 2) as b:
         yield b
 
 

@@ -32,7 +32,7 @@ TABLE = re.compile(r"rank 0: address table of the mesh at ([\d.]+):\d+: (.*)$", 
 @pytest.fixture(scope="module")
 def hosts():
     require_zen_torch()
-    with two_networks(os.getpid() % 100000, 2) as h:
+    with two_networks(os.getpid(), 2) as h:
         yield h
 
 
