@@ -37,10 +37,10 @@ bool DistinctKeyRanks::worthIt(size_t count, uint64_t bound) {
   return bound / 64 <= kWordsPerKey * static_cast<uint64_t>(count);
 }
 
-Status DistinctKeyRanks::build(const KeyValue* items, size_t count, uint64_t bound) {
+Status DistinctKeyRanks::build(const uint64_t* keys, size_t count, uint64_t bound) {
   words_.assign(static_cast<size_t>(bound / 64 + 1), Word{0, 0});
   for (size_t i = 0; i < count; ++i) {
-    const uint64_t key = items[i].key;
+    const uint64_t key = keys[i];
     ZEN_CHECK_ARG(key < bound, "key {} (entry {}) is outside [0, {})", key, i, bound);
     uint64_t& bits = words_[key >> 6].bits;
     const uint64_t bit = uint64_t{1} << (key & 63);

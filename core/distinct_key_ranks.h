@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "core/popcount.h"
-#include "core/radix_sort.h"
 #include "core/status.h"
 
 namespace zen {
@@ -28,22 +27,23 @@ class DistinctKeyRanks {
   // True when the table (bound / 64 words) is at most kWordsPerKey words per key.
   static bool worthIt(size_t count, uint64_t bound);
 
-  // Marks the keys of items[0, count) (values ignored). kInvalidArgument naming the first
-  // key that is >= bound or repeats: the ranks would not be a permutation.
-  Status build(const KeyValue* items, size_t count, uint64_t bound);
+  // Marks keys[0, count). kInvalidArgument naming the first key that is >= bound or repeats:
+  // the ranks would not be a permutation.
+  Status build(const uint64_t* keys, size_t count, uint64_t bound);
 
   // Position of `key`, one of the built keys, among them in ascending order.
   uint64_t rankOf(uint64_t key) const { return rankOf<SoftwarePopcount>(words_.data(), key); }
 
-  // fn(i, rankOf(items[i].key)) for i < count, in order: the loop a caller placing every
-  // entry runs, with the popcnt instruction where there is one (fn is inlined into both
-  // versions, so it adds no call per entry and no buffer of ranks).
+  // fn(i, rankOf(keys[i])) for i < count, in order: the loop a caller placing every entry
+  // runs, with the popcnt instruction where there is one (fn is inlined into both versions,
+  // so it adds no call per entry and no buffer of ranks). keys may be any subset of the built
+  // ones, e.g. one part of them at a time.
   template <typename Fn>
-  void forEachRank(const KeyValue* items, size_t count, Fn&& fn) const {
+  void forEachRank(const uint64_t* keys, size_t count, Fn&& fn) const {
     if (hardwarePopcount_) {
-      forEachRankHardware(words_.data(), items, count, fn);
+      forEachRankHardware(words_.data(), keys, count, fn);
     } else {
-      forEachRankWith<SoftwarePopcount>(words_.data(), items, count, fn);
+      forEachRankWith<SoftwarePopcount>(words_.data(), keys, count, fn);
     }
   }
 
@@ -64,18 +64,18 @@ class DistinctKeyRanks {
 
   template <typename Popcount, typename Fn>
   static inline __attribute__((always_inline)) void forEachRankWith(const Word* words,
-                                                                    const KeyValue* items,
+                                                                    const uint64_t* keys,
                                                                     size_t count,
                                                                     Fn& fn) {
-    for (size_t i = 0; i < count; ++i) fn(i, rankOf<Popcount>(words, items[i].key));
+    for (size_t i = 0; i < count; ++i) fn(i, rankOf<Popcount>(words, keys[i]));
   }
 
   template <typename Fn>
   ZEN_TARGET_POPCNT static void forEachRankHardware(const Word* words,
-                                                    const KeyValue* items,
+                                                    const uint64_t* keys,
                                                     size_t count,
                                                     Fn& fn) {
-    forEachRankWith<HardwarePopcount>(words, items, count, fn);
+    forEachRankWith<HardwarePopcount>(words, keys, count, fn);
   }
 
   bool hardwarePopcount_;

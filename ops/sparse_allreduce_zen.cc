@@ -36,6 +36,7 @@
 
 #include "core/aggregator.h"
 #include "core/bitmap_walk.h"
+#include "core/default_init_allocator.h"
 #include "core/distinct_key_ranks.h"
 #include "core/hash_bitmap.h"
 #include "core/hash_partitioner.h"
@@ -68,8 +69,13 @@ struct SparseAllreduceWorkspace::Zen {
   EncodedPart encoded;
   ByteVector pullPayload;
   std::vector<ByteVector> gathered;
-  std::vector<KeyValue> entries;  // decodeSparse: (index, row address)
+  // decodeSparse: every part's indices back to back (part j's from partStart[j]), its rows
+  // read in place from `gathered` (part j's row 0 at partRows[j]).
+  std::vector<uint64_t, DefaultInitAllocator<uint64_t>> keys;
+  std::vector<size_t> partStart;
+  std::vector<const std::byte*> partRows;
   DistinctKeyRanks ranks;
+  std::vector<KeyValue> entries;  // the radix path: (index, row address)
   std::vector<KeyValue> sortScratch;
 };
 
@@ -223,58 +229,77 @@ Status decodeDense(const Zen& ws,
   return Status::ok();
 }
 
-// Step 6 into result->sparse: (index, row) of every part, sorted by index, copied once.
+// Step 6 into result->sparse: (index, row) of every part, sorted by index, each row copied
+// once from the gathered payloads into its sorted slot.
 Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduceResult* result) {
   const size_t rb = f.rowBytes();
-  ws.entries.clear();
-  for (int j = 0; j < ws.n; ++j) {
+  const int n = ws.n;
+  ws.keys.clear();
+  ws.partStart.assign(static_cast<size_t>(n) + 1, 0);
+  ws.partRows.assign(static_cast<size_t>(n), nullptr);
+  for (int j = 0; j < n; ++j) {
+    const size_t begin = ws.keys.size();
+    ws.partStart[j] = begin;
     const Result<int64_t> count =
         visitPullPart(ws, static_cast<uint32_t>(j), ws.gathered[j], f,
-                      [&](const uint64_t* idx, const std::byte* rows, size_t n) {
-                        // A batch at a time: one size check per batch, not one per entry.
-                        const size_t at = ws.entries.size();
-                        ws.entries.resize(at + n);
-                        KeyValue* e = ws.entries.data() + at;
-                        for (size_t i = 0; i < n; ++i) {
-                          e[i] = KeyValue{idx[i], reinterpret_cast<uintptr_t>(rows + i * rb)};
-                        }
+                      [&](const uint64_t* idx, const std::byte* rows, size_t m) {
+                        const size_t at = ws.keys.size();
+                        if (at == begin) ws.partRows[j] = rows;  // the part's first batch
+                        ws.keys.resize(at + m);                  // not zeroed: copied over next
+                        std::memcpy(ws.keys.data() + at, idx, m * sizeof(uint64_t));
                       });
     ZEN_RETURN_IF_ERROR(fromRank(count.status(), "pull part", j));
   }
+  const size_t total = ws.keys.size();
+  ws.partStart[n] = total;
   SparseTensor& out = result->sparse;
   out.numRows = numRows;
   out.rowSize = f.rowSize;
   out.dtype = f.dtype;
-  out.indices.resize(ws.entries.size());
+  out.indices.resize(total);
   // Not zeroed (RowBytes): both placings below write every slot exactly once, the ranks
-  // being a permutation of 0..entries-1.
-  out.values.resize(ws.entries.size() * rb);
-  // Rows of the common sizes are copied by fixed-size moves (withRowBytes), not a call each.
-  auto placeAll = [&](auto forEachSlot) {
-    withRowBytes(rb, [&](auto bytes) {
-      forEachSlot([&](size_t k, uint64_t slot) {
-        out.indices[slot] = static_cast<int64_t>(ws.entries[k].key);
-        std::memcpy(out.values.data() + slot * bytes,
-                    reinterpret_cast<const std::byte*>(ws.entries[k].value), bytes);
-      });
-    });
-  };
+  // being a permutation of 0..total-1.
+  out.values.resize(total * rb);
+  // Raw pointers, captured by value: through the vectors, every row's store (std::byte may
+  // alias anything) would reload their data pointers.
+  int64_t* const indices = out.indices.data();
+  std::byte* const values = out.values.data();
   // Parts own disjoint index sets and no part repeats a position: the indices are distinct
   // and below numRows, so each one's slot can be counted (a repeat would be a bug upstream,
   // refused by build). Much sparser outputs, where the count's table would outweigh the
-  // entries, are radix-sorted instead.
+  // entries, are radix-sorted instead. Rows of the common sizes are copied by fixed-size
+  // moves (withRowBytes), not a call each.
   const auto bound = static_cast<uint64_t>(numRows);
-  if (DistinctKeyRanks::worthIt(ws.entries.size(), bound)) {
-    const Status built = ws.ranks.build(ws.entries.data(), ws.entries.size(), bound);
+  if (DistinctKeyRanks::worthIt(total, bound)) {
+    const Status built = ws.ranks.build(ws.keys.data(), total, bound);
     if (!built.isOk()) {
       return ZEN_ERROR(StatusCode::kInternal, "zen: decoded Pull parts: {}", built.message());
     }
-    placeAll(
-        [&](auto&& place) { ws.ranks.forEachRank(ws.entries.data(), ws.entries.size(), place); });
+    withRowBytes(rb, [&, indices, values](auto bytes) {
+      for (int j = 0; j < n; ++j) {
+        const uint64_t* const keys = ws.keys.data() + ws.partStart[j];
+        const std::byte* const rows = ws.partRows[j];
+        ws.ranks.forEachRank(keys, ws.partStart[j + 1] - ws.partStart[j],
+                             [=](size_t i, uint64_t slot) {
+                               indices[slot] = static_cast<int64_t>(keys[i]);
+                               std::memcpy(values + slot * bytes, rows + i * bytes, bytes);
+                             });
+      }
+    });
   } else {
+    ws.entries.resize(total);
+    for (int j = 0; j < n; ++j) {
+      for (size_t k = ws.partStart[j], i = 0; k < ws.partStart[j + 1]; ++k, ++i) {
+        ws.entries[k] = KeyValue{ws.keys[k], reinterpret_cast<uintptr_t>(ws.partRows[j] + i * rb)};
+      }
+    }
     radixSortByKey(&ws.entries, &ws.sortScratch);
-    placeAll([&](auto&& place) {
-      for (size_t k = 0; k < ws.entries.size(); ++k) place(k, k);
+    const KeyValue* const sorted = ws.entries.data();
+    withRowBytes(rb, [=](auto bytes) {
+      for (size_t k = 0; k < total; ++k) {
+        indices[k] = static_cast<int64_t>(sorted[k].key);
+        std::memcpy(values + k * bytes, reinterpret_cast<const std::byte*>(sorted[k].value), bytes);
+      }
     });
   }
   result->stats.outputNnz = out.nnz();

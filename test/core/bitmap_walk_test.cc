@@ -29,6 +29,41 @@ TEST(BitmapWalk, CopyRowsToMatchesByteCopyForEveryRowSize) {
   }
 }
 
+// forEachSetBitIndex must give map.indexOf(part, p) for every set bit p, in bit order, in
+// batches numbered consecutively: bitmaps whose sizes end inside a word and inside a byte,
+// empty, full, and across more than one batch.
+TEST(BitmapWalk, SetBitIndicesMatchIndexOfInBitOrder) {
+  std::mt19937_64 rng(11);
+  const IndexMap map(100'003, 3, 42);
+  for (uint32_t part = 0; part < 3; ++part) {
+    const uint64_t size = map.partSize(static_cast<int>(part));
+    for (double density : {0.0, 0.01, 0.5, 1.0}) {
+      SCOPED_TRACE(testing::Message() << "part " << part << ", density " << density);
+      std::vector<uint8_t> bitmap((size + 7) / 8, 0);
+      std::vector<uint64_t> want;
+      std::bernoulli_distribution set(density);
+      for (uint64_t p = 0; p < size; ++p) {
+        if (!set(rng)) continue;
+        bitmap[p / 8] |= static_cast<uint8_t>(1u << (p % 8));
+        want.push_back(map.indexOf(part, p));
+      }
+      std::vector<uint64_t> got;
+      forEachSetBitIndex(map, part, bitmap.data(), bitmap.size(),
+                         [&](const uint64_t* idx, size_t n, int64_t first) {
+                           ASSERT_EQ(first, static_cast<int64_t>(got.size()));
+                           ASSERT_GE(n, 1u);
+                           got.insert(got.end(), idx, idx + n);
+                         });
+      EXPECT_EQ(got, want);
+    }
+  }
+  // A bitmap whose last word is partial: bytes past the last full 8 walked too.
+  const std::vector<uint8_t> tail = {0, 0, 0, 0, 0, 0, 0, 0, 0x81, 0x02, 0x80};
+  std::vector<uint64_t> got;
+  forEachSetBit(tail.data(), tail.size(), [&](uint64_t p) { got.push_back(p); });
+  EXPECT_EQ(got, (std::vector<uint64_t>{64, 71, 73, 87}));
+}
+
 TEST(BitmapWalk, WithRowBytesPassesTheSizeEitherWay) {
   for (size_t rowBytes : {1, 2, 3, 4, 8, 12, 16, 24, 32, 64}) {
     size_t seen = 0;

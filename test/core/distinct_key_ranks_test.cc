@@ -11,30 +11,25 @@ namespace zen {
 namespace {
 
 // count distinct keys drawn uniformly from [0, bound) (a partial Fisher-Yates shuffle).
-std::vector<KeyValue> distinctKeys(size_t count, uint64_t bound, uint64_t seed) {
+std::vector<uint64_t> distinctKeys(size_t count, uint64_t bound, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<uint64_t> all(bound);
   std::iota(all.begin(), all.end(), uint64_t{0});
-  std::vector<KeyValue> items(count);
-  for (size_t i = 0; i < count; ++i) {
-    std::swap(all[i], all[i + rng() % (bound - i)]);
-    items[i] = KeyValue{all[i], i};
-  }
-  return items;
+  for (size_t i = 0; i < count; ++i) std::swap(all[i], all[i + rng() % (bound - i)]);
+  all.resize(count);
+  return all;
 }
 
 // Every key's rank must be its position in the std::sort order.
-void expectRanksLikeSort(const std::vector<KeyValue>& items, uint64_t bound) {
+void expectRanksLikeSort(const std::vector<uint64_t>& keys, uint64_t bound) {
   DistinctKeyRanks ranks;
-  ASSERT_TRUE(ranks.build(items.data(), items.size(), bound).isOk());
-  std::vector<uint64_t> sorted(items.size());
-  std::transform(items.begin(), items.end(), sorted.begin(),
-                 [](const KeyValue& kv) { return kv.key; });
+  ASSERT_TRUE(ranks.build(keys.data(), keys.size(), bound).isOk());
+  std::vector<uint64_t> sorted = keys;
   std::sort(sorted.begin(), sorted.end());
-  for (const KeyValue& kv : items) {
-    const auto want = static_cast<uint64_t>(std::lower_bound(sorted.begin(), sorted.end(), kv.key) -
-                                            sorted.begin());
-    ASSERT_EQ(ranks.rankOf(kv.key), want) << "key " << kv.key << " of " << items.size();
+  for (const uint64_t key : keys) {
+    const auto want =
+        static_cast<uint64_t>(std::lower_bound(sorted.begin(), sorted.end(), key) - sorted.begin());
+    ASSERT_EQ(ranks.rankOf(key), want) << "key " << key << " of " << keys.size();
   }
 }
 
@@ -52,14 +47,14 @@ TEST(DistinctKeyRanks, MatchesSortOrder) {
 
 TEST(DistinctKeyRanks, EdgesOfTheRangeAndReuse) {
   DistinctKeyRanks ranks;
-  const std::vector<KeyValue> edges = {{999, 0}, {0, 1}, {64, 2}, {63, 3}};
+  const std::vector<uint64_t> edges = {999, 0, 64, 63};
   ASSERT_TRUE(ranks.build(edges.data(), edges.size(), 1000).isOk());
   EXPECT_EQ(ranks.rankOf(0), 0u);
   EXPECT_EQ(ranks.rankOf(63), 1u);
   EXPECT_EQ(ranks.rankOf(64), 2u);
   EXPECT_EQ(ranks.rankOf(999), 3u);
   // A second, smaller build on the same object forgets the first one's keys.
-  const std::vector<KeyValue> again = {{5, 0}, {2, 1}};
+  const std::vector<uint64_t> again = {5, 2};
   ASSERT_TRUE(ranks.build(again.data(), again.size(), 10).isOk());
   EXPECT_EQ(ranks.rankOf(2), 0u);
   EXPECT_EQ(ranks.rankOf(5), 1u);
@@ -67,11 +62,11 @@ TEST(DistinctKeyRanks, EdgesOfTheRangeAndReuse) {
 
 TEST(DistinctKeyRanks, RefusesRepeatsAndKeysOutOfRange) {
   DistinctKeyRanks ranks;
-  const std::vector<KeyValue> repeat = {{3, 0}, {70, 1}, {3, 2}};
+  const std::vector<uint64_t> repeat = {3, 70, 3};
   Status s = ranks.build(repeat.data(), repeat.size(), 100);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("key 3 (entry 2) repeats"), std::string::npos) << s.message();
-  const std::vector<KeyValue> outside = {{3, 0}, {100, 1}};
+  const std::vector<uint64_t> outside = {3, 100};
   s = ranks.build(outside.data(), outside.size(), 100);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("key 100 (entry 1) is outside [0, 100)"), std::string::npos)
@@ -87,22 +82,22 @@ TEST(DistinctKeyRanks, ForEachRankMatchesRankOfWithEitherCount) {
                          static_cast<size_t>(std::min<uint64_t>(bound, 20'000))}) {
       if (count > bound) continue;
       SCOPED_TRACE(testing::Message() << "bound " << bound << ", count " << count);
-      const std::vector<KeyValue> items = distinctKeys(count, bound, seed++);
+      const std::vector<uint64_t> keys = distinctKeys(count, bound, seed++);
       std::vector<uint64_t> expected(count);
       for (bool hardware : {true, false}) {
         if (hardware && !cpuHasPopcount()) continue;
         DistinctKeyRanks ranks(hardware);
-        ASSERT_TRUE(ranks.build(items.data(), items.size(), bound).isOk());
+        ASSERT_TRUE(ranks.build(keys.data(), keys.size(), bound).isOk());
         std::vector<uint64_t> got(count, ~uint64_t{0});
         size_t next = 0;
-        ranks.forEachRank(items.data(), items.size(), [&](size_t i, uint64_t rank) {
+        ranks.forEachRank(keys.data(), keys.size(), [&](size_t i, uint64_t rank) {
           ASSERT_EQ(i, next++);
           got[i] = rank;
         });
         EXPECT_EQ(next, count);
         for (size_t i = 0; i < count; ++i) {
-          ASSERT_EQ(got[i], ranks.rankOf(items[i].key))
-              << "hardware " << hardware << ", key " << items[i].key;
+          ASSERT_EQ(got[i], ranks.rankOf(keys[i]))
+              << "hardware " << hardware << ", key " << keys[i];
         }
         if (hardware) {
           expected = got;
@@ -110,7 +105,7 @@ TEST(DistinctKeyRanks, ForEachRankMatchesRankOfWithEitherCount) {
           EXPECT_EQ(got, expected);
         }
       }
-      expectRanksLikeSort(items, bound);
+      expectRanksLikeSort(keys, bound);
     }
   }
 }

@@ -41,9 +41,10 @@ struct Case {
   Pattern pattern;
   bool zipf;
   uint64_t seed;
+  int64_t rows = 0;  // 0: the default below
 
   // Odd row counts that n does not divide, so IndexMap tails and empty parts occur.
-  int64_t numRows() const { return rowSize == 1 ? 131 : 61; }
+  int64_t numRows() const { return rows > 0 ? rows : rowSize == 1 ? 131 : 61; }
 };
 
 std::vector<Case> cases(Coverage coverage) {
@@ -248,6 +249,36 @@ TEST_P(SparseAllreduceTest, AllEmptyShortCircuits) {
       // Only the call summaries travel.
       EXPECT_EQ(result.stats.bytesSent, static_cast<uint64_t>(n - 1) * 56);
       EXPECT_EQ(result.stats.bytesReceived, static_cast<uint64_t>(n - 1) * 56);
+    }
+  });
+}
+
+// Many rows, rows of 4, 20 and 132 bytes (the last two copied at their run-time size), a few
+// or many per rank: the zen scheme's sparse decode places a few by radix sort, many by
+// counting (DistinctKeyRanks), and the dense decode, all against the reference.
+TEST_P(SparseAllreduceTest, WideTensorsWithFewAndManyRows) {
+  run([&](Transport& t) {
+    const int n = t.size();
+    uint64_t seed = 500;
+    for (int64_t rowSize : {1, 5, 33}) {
+      for (int64_t perRank : {3, 1'500}) {
+        for (bool dense : {false, true}) {
+          Case c{DataType::kFloat32, rowSize, ReduceOp::kSum, dense,
+                 Pattern::kRandom,   false,   seed++};
+          c.rows = 50'021;
+          std::mt19937_64 rng(c.seed * 31 + static_cast<uint64_t>(n));
+          std::vector<SparseTensor> inputs;
+          for (int r = 0; r < n; ++r) {
+            inputs.push_back(ref::makeRank(rng, ref::uniformIndices(rng, c.numRows(), perRank),
+                                           c.numRows(), rowSize, c.dtype));
+          }
+          SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
+          o.denseOutput = dense;
+          SparseAllreduceResult result;
+          const Status s = sparseAllreduce(o, &result);
+          checkResult(c, scheme(), n, inputs, s, result);
+        }
+      }
     }
   });
 }
