@@ -100,10 +100,7 @@ DenseView viewOf(void* data, DataType dtype, std::vector<int64_t> dims, Device d
 
 class CudaExecutorExchangeGpu : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (cuda::cudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
-    rng_.seed(freshSeed());
-  }
+  void SetUp() override { rng_.seed(freshSeed()); }
   std::mt19937_64 rng_;
 };
 
