@@ -71,10 +71,11 @@ PartitionStats expectSameAsCpu(GpuHashPartitioner* gpu,
   EXPECT_TRUE(s.isOk()) << s.toString();
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   PushLists got;
-  s = out.toHost(&got);
+  if (s.isOk()) s = out.toHost(&got);
   EXPECT_TRUE(s.isOk()) << s.toString();
 
   EXPECT_EQ(got.offsets.size(), want.offsets.size());
+  if (!s.isOk() || got.offsets.size() != want.offsets.size()) return stats;  // no lists to read
   for (int p = 0; p + 1 < static_cast<int>(want.offsets.size()); ++p) {
     EXPECT_EQ(got.count(p), want.count(p)) << "owner " << p;
   }
