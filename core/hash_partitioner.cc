@@ -1,12 +1,13 @@
 // Algorithm 1, data-independent hierarchical hashing, on the CPU (ALGORITHMS.md §3).
 //
 // Steps for nnz input entries and n partitions (owners):
-//   1. level 1 (parallel over tasks of kEntriesPerTask entries): (owner, pos) =
-//      IndexMap::place(idx), evaluated in batches (core/feistel_batch.h, bit-identical to the
-//      scalar map the GPU and the other ranks use). The entry goes to bucket
-//      owner * subs + sub, where sub splits the owner's positions into `subs` equal ranges
-//      (subs is chosen so that a bucket's parallel memory fits in L2); a counting sort inside
-//      the task's range groups its entries by bucket as pos << 32 | entry words.
+//   1. level 1 (parallel over tasks of kEntriesPerTask entries): the task's indices are
+//      range-checked at once (their maximum), then (owner, pos) = IndexMap::place(idx),
+//      evaluated in batches (core/feistel_batch.h, bit-identical to the scalar map the GPU and
+//      the other ranks use). The entry goes to bucket owner * subs + sub, where sub splits the
+//      owner's positions into `subs` equal ranges (subs is chosen so that a bucket's parallel
+//      memory fits in L2); a counting sort inside the task's range groups its entries by
+//      bucket as pos << 32 | entry words, and its scatter carries small rows along.
 //   2. level 2 (parallel over buckets; one thread owns a bucket): the bucket's parallel
 //      memory has r1 = memoryFactor x (its entries) slots; each entry, in entry order, tries
 //      the k probes h_1..h_k(pos). An empty slot is claimed (pos << 32 | out row) and the
@@ -27,9 +28,10 @@
 // range order; inside a bucket, first appearances in entry order, then the spilled positions
 // ascending (the order is unspecified to callers; it does not depend on the thread count).
 // Cost: one batched Feistel pass, one local scatter, one pass of k probes over L2-resident
-// tables. Scratch: 8 bytes per entry, plus the row when carried (rows of <= 32 bytes), plus
-// one bucket's parallel memory (8 bytes per slot) per thread: buckets claimed one after the
-// other on a thread reuse its table.
+// tables; rows of 2 to 32 bytes move with a compile-time size (core/fixed_size.h).
+// Scratch: 8 bytes per entry, plus the row when carried (rows of <= 32 bytes), plus one
+// bucket's parallel memory (8 bytes per slot) per thread: buckets claimed one after the other
+// on a thread reuse its table.
 // Wire bytes produced for owner p: count(p) * (4 + rowBytes).
 #include "core/hash_partitioner.h"
 
@@ -38,8 +40,10 @@
 #include <cstring>
 #include <limits>
 #include <mutex>
+#include <type_traits>
 
 #include "core/feistel_batch.h"
+#include "core/fixed_size.h"
 #include "core/row_sum.h"
 
 namespace zen {
@@ -63,21 +67,17 @@ int64_t ceilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-void copyRow(std::byte* dst, const std::byte* src, size_t rowBytes) {
-  switch (rowBytes) {
-    case 2:
-      std::memcpy(dst, src, 2);
-      return;
-    case 4:
-      std::memcpy(dst, src, 4);
-      return;
-    case 8:
-      std::memcpy(dst, src, 8);
-      return;
-    default:
-      std::memcpy(dst, src, rowBytes);
-  }
+// fn(bytes) with the row size as a compile-time constant for the common carried sizes (a
+// copy is then a move or two inline instead of a memcpy call per row), else the size_t.
+template <typename Fn>
+void withRowBytes(size_t rowBytes, Fn&& fn) {
+  static_assert(kMaxCarriedRowBytes >= 32, "the fixed sizes are all carried");
+  withFixedSize<size_t, 2, 4, 8, 16, 32>(rowBytes, fn);
 }
+
+// Whether withRowBytes gave fn a compile-time size (then the rows are carried).
+template <typename Bytes>
+constexpr bool kFixedRow = !std::is_same_v<Bytes, size_t>;
 
 }  // namespace
 
@@ -103,26 +103,24 @@ int64_t HashPartitioner::placeTask(const SparseView& in, int64_t task) {
   const int64_t begin = task * kEntriesPerTask;
   const int64_t end = std::min(in.nnz, begin + kEntriesPerTask);
   const IndexMapBatch batch(map_);
+  // Indices as unsigned words: a negative one is then out of range too. Checked for the whole
+  // task first (a max, branch-free); the first bad entry is looked for only when there is one.
+  const auto* indices = reinterpret_cast<const uint64_t*>(in.indices);
   const uint64_t numRows = map_.numRows();
+  uint64_t largest = 0;
+  for (int64_t i = begin; i < end; ++i) largest = std::max(largest, indices[i]);
+  if (largest >= numRows) {
+    for (int64_t i = begin;; ++i) {
+      if (indices[i] >= numRows) return i;  // the task's first bad entry: the call fails
+    }
+  }
   std::vector<int32_t> count(static_cast<size_t>(buckets_ + 1), 0);
-  // Level 1 into a task-local buffer (pos << 32 | bucket), counting per bucket. The local
-  // buffers stay in this thread's cache from task to task; the scattered writes of the
-  // counting sort go there, and the sorted task is copied out in one sequential pass.
+  // Level 1 into a task-local buffer (pos << 32 | bucket), counting per bucket.
   uint64_t placed[kEntriesPerTask];
-  uint64_t sorted[kEntriesPerTask];
-  uint64_t idx[FeistelBatch::kBatch];
   uint64_t perm[FeistelBatch::kBatch];
-  int64_t bad = -1;
   for (int64_t start = begin; start < end; start += FeistelBatch::kBatch) {
     const int64_t m = std::min<int64_t>(FeistelBatch::kBatch, end - start);
-    for (int64_t i = 0; i < m; ++i) {
-      const int64_t x = in.indices[start + i];
-      const bool ok = static_cast<uint64_t>(x) < numRows;  // also rejects negatives
-      if (!ok && bad < 0) bad = start + i;
-      idx[i] = ok ? static_cast<uint64_t>(x) : 0;
-    }
-    if (bad >= 0) return bad;  // the task's first bad entry: the call fails
-    batch.permute(idx, perm, static_cast<size_t>(m));
+    batch.permute(indices + start, perm, static_cast<size_t>(m));
     for (int64_t i = 0; i < m; ++i) {
       uint64_t owner;
       uint64_t pos;
@@ -139,25 +137,26 @@ int64_t HashPartitioner::placeTask(const SparseView& in, int64_t task) {
         static_cast<uint32_t>(count[b]) | (static_cast<uint32_t>(count[b + 1]) << 16);
     count[b + 1] += count[b];
   }
-  std::vector<int32_t> cursor(count.begin(), count.end() - 1);
-  for (int64_t i = 0; i < end - begin; ++i) {
-    const uint64_t w = placed[i];
-    const uint64_t bucket = w & 0xffffffffULL;
-    sorted[cursor[bucket]++] = (w & 0xffffffff00000000ULL) | static_cast<uint64_t>(begin + i);
-  }
-  std::memcpy(bucketed_.data() + begin, sorted,
-              static_cast<size_t>(end - begin) * sizeof(uint64_t));
-  if (carryRows_) {
-    // Small rows travel with their words: the claim then reads them sequentially instead
-    // of one cache (and TLB) miss per row in a large input.
-    const size_t rowBytes = in.rowBytes();
-    const auto* src = static_cast<const std::byte*>(in.values);
-    std::byte* dst = carried_.data() + static_cast<size_t>(begin) * rowBytes;
-    for (int64_t k = 0; k < end - begin; ++k) {
-      copyRow(dst + static_cast<size_t>(k) * rowBytes, src + (sorted[k] & 0xffffffffULL) * rowBytes,
-              rowBytes);
+  // The scatter writes the task's range of bucketed_ directly (no staging copy) and, in the
+  // same pass, moves small rows with their words: the claim then reads them sequentially
+  // instead of one cache (and TLB) miss per row in a large input.
+  int32_t* cursor = count.data();  // count[b] is now bucket b's first slot in the task
+  uint64_t* sorted = bucketed_.data() + begin;
+  const int64_t size = end - begin;
+  const auto* src =
+      static_cast<const std::byte*>(in.values) + static_cast<size_t>(begin) * in.rowBytes();
+  withRowBytes(in.rowBytes(), [&](auto bytes) {
+    const bool carry = kFixedRow<decltype(bytes)> || carryRows_;
+    std::byte* dst = carry ? carried_.data() + static_cast<size_t>(begin) * bytes : nullptr;
+    for (int64_t i = 0; i < size; ++i) {
+      const uint64_t w = placed[i];
+      const int32_t at = cursor[w & 0xffffffffULL]++;
+      sorted[at] = (w & 0xffffffff00000000ULL) | static_cast<uint64_t>(begin + i);
+      if (carry)
+        std::memcpy(dst + static_cast<size_t>(at) * bytes, src + static_cast<size_t>(i) * bytes,
+                    bytes);
     }
-  }
+  });
   return -1;
 }
 
@@ -187,65 +186,71 @@ HashPartitioner::BucketResult HashPartitioner::claimBucket(const SparseView& in,
   std::vector<uint64_t> serial;  // pos << 32 | entry: k probes failed
   std::vector<uint64_t> dups;    // out row << 32 | entry: a repeat of a claimed position
   uint32_t row = 0;
-  for (int64_t t = 0; t < tasks; ++t) {
-    const uint32_t segment = segs[t];
-    const int32_t first = static_cast<int32_t>(segment & 0xffff);
-    const int32_t stop = first + static_cast<int32_t>(segment >> 16);
-    if (t + kSegmentAhead < tasks) {
-      // The next segments are elsewhere (another task's range): fetch their first lines.
-      const uint32_t next = segs[t + kSegmentAhead];
-      const int64_t at = (t + kSegmentAhead) * kEntriesPerTask + (next & 0xffff);
-      __builtin_prefetch(bucketed_.data() + at);
-      __builtin_prefetch(bucketed_.data() + at + 8);
-      if (carryRows_) __builtin_prefetch(carried_.data() + static_cast<size_t>(at) * rowBytes);
-    }
-    const uint64_t* w = bucketed_.data() + t * kEntriesPerTask;
-    const std::byte* rows =
-        carryRows_ ? carried_.data() + static_cast<size_t>(t * kEntriesPerTask) * rowBytes
-                   : nullptr;
-    // The first probe's slot of the next kSlotAhead entries, computed once: fetched ahead,
-    // then used when the entry's turn comes.
-    uint64_t firstSlot[kSlotAhead];
-    const auto aheadSlot = [&](int32_t j) {
-      const uint64_t s = hashes_.probe(0, w[j] >> 32, r1);
-      __builtin_prefetch(table + s, 1);
-      firstSlot[(j - first) % kSlotAhead] = s;
-    };
-    for (int32_t j = first; j < std::min(stop, first + kSlotAhead); ++j) aheadSlot(j);
-    for (int32_t j = first; j < stop; ++j) {
-      // Rows not carried are read in entry order but sparsely (one bucket's share of the
-      // input): fetch a few entries ahead.
-      if (!carryRows_ && j + kRowAhead < stop) {
-        __builtin_prefetch(inValues + (w[j + kRowAhead] & 0xffffffffULL) * rowBytes);
+  withRowBytes(rowBytes, [&](auto bytes) {
+    const bool carry = kFixedRow<decltype(bytes)> || carryRows_;
+    for (int64_t t = 0; t < tasks; ++t) {
+      const uint32_t segment = segs[t];
+      const int32_t first = static_cast<int32_t>(segment & 0xffff);
+      const int32_t stop = first + static_cast<int32_t>(segment >> 16);
+      if (t + kSegmentAhead < tasks) {
+        // The next segments are elsewhere (another task's range): fetch their first lines.
+        const uint32_t next = segs[t + kSegmentAhead];
+        const int64_t at = (t + kSegmentAhead) * kEntriesPerTask + (next & 0xffff);
+        __builtin_prefetch(bucketed_.data() + at);
+        __builtin_prefetch(bucketed_.data() + at + 8);
+        if (carry) __builtin_prefetch(carried_.data() + static_cast<size_t>(at) * bytes);
       }
-      const uint64_t slot0 = firstSlot[(j - first) % kSlotAhead];
-      if (j + kSlotAhead < stop) aheadSlot(j + kSlotAhead);
-      const uint64_t word = w[j];
-      const uint64_t pos = word >> 32;
-      const uint64_t entry = word & 0xffffffffULL;
-      bool done = false;
-      for (int h = 0; h < k; ++h) {
-        uint64_t& slot = table[h == 0 ? slot0 : hashes_.probe(h, pos, r1)];
-        if (slot == kEmpty) {
-          slot = (pos << 32) | row;
-          positions[row] = static_cast<uint32_t>(pos);
-          copyRow(
-              values + static_cast<size_t>(row) * rowBytes,
-              carryRows_ ? rows + static_cast<size_t>(j) * rowBytes : inValues + entry * rowBytes,
-              rowBytes);
-          ++row;
-          done = true;
-          break;
+      const uint64_t* w = bucketed_.data() + t * kEntriesPerTask;
+      const std::byte* rows =
+          carry ? carried_.data() + static_cast<size_t>(t * kEntriesPerTask) * bytes : nullptr;
+      // The first probe's slot of the next kSlotAhead entries, computed once: fetched ahead,
+      // then used when the entry's turn comes.
+      uint64_t firstSlot[kSlotAhead];
+      const auto ring = [first](int32_t j) {
+        return static_cast<uint32_t>(j - first) % kSlotAhead;
+      };
+      const auto aheadSlot = [&](int32_t j) {
+        const uint64_t s = hashes_.probe(0, w[j] >> 32, r1);
+        __builtin_prefetch(table + s, 1);
+        firstSlot[ring(j)] = s;
+      };
+      for (int32_t j = first; j < std::min(stop, first + kSlotAhead); ++j) aheadSlot(j);
+      for (int32_t j = first; j < stop; ++j) {
+        // Rows not carried are read in entry order but sparsely (one bucket's share of the
+        // input): fetch a few entries ahead.
+        if (!carry && j + kRowAhead < stop) {
+          __builtin_prefetch(inValues + (w[j + kRowAhead] & 0xffffffffULL) * bytes);
         }
-        if ((slot >> 32) == pos) {
-          dups.push_back((slot << 32) | entry);
-          done = true;
-          break;
+        uint64_t* slot = table + firstSlot[ring(j)];
+        if (j + kSlotAhead < stop) aheadSlot(j + kSlotAhead);
+        const uint64_t word = w[j];
+        const uint64_t pos = word >> 32;
+        const uint64_t entry = word & 0xffffffffULL;
+        // Probes h_1..h_k: claim an empty slot, or find the position already claimed; after
+        // k failures, the serial memory.
+        for (int h = 1;; ++h) {
+          if (*slot == kEmpty) {
+            *slot = (pos << 32) | row;
+            positions[row] = static_cast<uint32_t>(pos);
+            std::memcpy(values + static_cast<size_t>(row) * bytes,
+                        carry ? rows + static_cast<size_t>(j) * bytes : inValues + entry * bytes,
+                        bytes);
+            ++row;
+            break;
+          }
+          if ((*slot >> 32) == pos) {
+            dups.push_back((*slot << 32) | entry);
+            break;
+          }
+          if (h == k) {
+            serial.push_back(word);
+            break;
+          }
+          slot = table + hashes_.probe(h, pos, r1);
         }
       }
-      if (!done) serial.push_back(word);
     }
-  }
+  });
   {
     std::lock_guard<std::mutex> lock(tableMu_);
     freeTables_.push_back(tableIndex);

@@ -116,6 +116,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"i32", 5, 20000, 6000, 2, DataType::kInt32, 2},
                       Case{"i64_big", 16, 1000000, 200000, 1, DataType::kInt64, 4},
                       Case{"parts_exceed_rows", 16, 10, 10, 1, DataType::kFloat32, 2},
+                      // Carried rows of each compile-time size the partitioner moves inline
+                      // (2 and 16 bytes; 4 and 8 above), 32 as in DeepFM's embeddings.
+                      Case{"f16_one", 5, 30000, 9000, 1, DataType::kFloat16, 2},
+                      Case{"f32_rows4", 4, 30000, 9000, 4, DataType::kFloat32, 3},
+                      Case{"f32_rows8", 6, 60000, 20000, 8, DataType::kFloat32, 2},
                       // Owners split into several position-range buckets (one part, spread
                       // over the threads; large tables), rows too wide to be carried.
                       Case{"one_part_split", 1, 1000000, 100000, 1, DataType::kFloat32, 2},
