@@ -91,14 +91,6 @@ void forEachPositionIndex(
   batcher.finish();
 }
 
-// fn(bytes) with `bytes` a std::integral_constant for the common small row sizes (one to
-// eight 16- or 32-bit elements), else the size_t itself: a memcpy of a compile-time size is
-// a few moves inline, of a run-time size a call per row.
-template <typename Fn>
-void withRowBytes(size_t rowBytes, Fn&& fn) {
-  withFixedSize<size_t, 2, 4, 8, 16, 32>(rowBytes, fn);
-}
-
 // dense[idx[i]] = row i of `rows` for i < n (rows of rowBytes, back to back).
 inline void copyRowsTo(
     std::byte* dense, const uint64_t* idx, const std::byte* rows, size_t n, size_t rowBytes) {

@@ -67,15 +67,11 @@ int64_t ceilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// fn(bytes) with the row size as a compile-time constant for the common carried sizes (a
-// copy is then a move or two inline instead of a memcpy call per row), else the size_t.
-template <typename Fn>
-void withRowBytes(size_t rowBytes, Fn&& fn) {
-  static_assert(kMaxCarriedRowBytes >= 32, "the fixed sizes are all carried");
-  withFixedSize<size_t, 2, 4, 8, 16, 32>(rowBytes, fn);
-}
+static_assert(kMaxCarriedRowBytes >= kLargestFixedRowBytes,
+              "rows of withRowBytes' fixed sizes are all carried");
 
-// Whether withRowBytes gave fn a compile-time size (then the rows are carried).
+// Whether withRowBytes (core/fixed_size.h) gave fn a compile-time size (then the rows are
+// carried).
 template <typename Bytes>
 constexpr bool kFixedRow = !std::is_same_v<Bytes, size_t>;
 

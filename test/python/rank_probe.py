@@ -138,10 +138,10 @@ def main():
         netns = ""
     print("ENV " + json.dumps({"env": env, "pid": os.getpid(), "netns": netns}), flush=True)
     print(f"hello from rank {rank}", file=sys.stderr, flush=True)
-    if a.pid_dir:
-        write_file(os.path.join(a.pid_dir, f"rank.{rank}"), str(os.getpid()))
     if a.steal_port and not a.pid_dir:
         raise SystemExit("rank_probe: --steal-port needs --pid-dir")
+    if a.pid_dir:
+        write_file(os.path.join(a.pid_dir, f"rank.{rank}"), str(os.getpid()))
     if a.rendezvous:
         rendezvous(rank, int(os.environ["ZEN_SIZE"]), a.pid_dir if a.steal_port else None)
     if rank == fail_rank:
