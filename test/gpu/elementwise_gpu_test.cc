@@ -37,7 +37,8 @@ TEST(ElementwiseGpu, FillIdentityMatchesTheHostForEveryDtypeAndOp) {
         std::vector<unsigned char> expected(bytes + tail, kPoisonValueByte);
         ops::fillIdentity(expected.data(), count, dtype, op);
         const std::vector<unsigned char> got = download<unsigned char>(device.data(), bytes + tail);
-        ASSERT_EQ(got, expected) << dataTypeName(dtype) << " " << reduceOpName(op) << " x" << count;
+        ASSERT_EQ(testing::firstMismatch(got, expected), "")
+            << dataTypeName(dtype) << " " << reduceOpName(op) << " x" << count;
       }
     }
   }

@@ -259,9 +259,11 @@ Status run(const Options& o) {
 #ifdef ZEN_HAVE_NCCL
     // The GPU schemes end to end on one rank (NCCL to itself): one rank's Sum is the input.
     const Status schemes = benchGpuSchemes(label, view, decoded.data(), 2, [&]() -> uint64_t {
-      cudaMemset(bad, 0, sizeof(*bad));
+      // A failed memset or launch would leave a stale or zero count: report it as a mismatch.
+      if (cudaMemset(bad, 0, sizeof(*bad)) != cudaSuccess) return ~0ull;
       countMismatchKernel<<<4096, 256>>>(dense.as<float>(), decoded.as<float>(), o.rows * o.rowSize,
                                          1.0f, bad);
+      if (cudaGetLastError() != cudaSuccess) return ~0ull;
       unsigned long long count = 0;
       if (cudaMemcpy(&count, bad, sizeof(count), cudaMemcpyDeviceToHost) != cudaSuccess) {
         return ~0ull;

@@ -85,20 +85,45 @@ std::vector<T> download(const void* device, size_t count) {
 // depends on which entry won a slot). Flags repeated or poisoned positions.
 using ListSet = std::map<std::pair<int, uint32_t>, std::vector<std::byte>>;
 
+// Only the first unwritten or repeated position is reported: a kernel that wrote nothing
+// would otherwise print one failure per row.
 inline ListSet asSet(const PushLists& lists) {
   ListSet set;
+  bool reported = false;
   for (int p = 0; p < lists.numParts(); ++p) {
     for (int64_t i = lists.offsets[p]; i < lists.offsets[p + 1]; ++i) {
-      EXPECT_NE(lists.positions[i], kPoisonPosition) << "position " << i << " never written";
+      if (lists.positions[i] == kPoisonPosition && !reported) {
+        ADD_FAILURE() << "position " << i << " never written";
+        reported = true;
+      }
       const auto* row = lists.row(i);
       const bool inserted = set.emplace(std::make_pair(p, lists.positions[i]),
                                         std::vector<std::byte>(row, row + lists.rowBytes()))
                                 .second;
-      EXPECT_TRUE(inserted) << "owner " << p << " lists position " << lists.positions[i]
-                            << " twice";
+      if (!inserted && !reported) {
+        ADD_FAILURE() << "owner " << p << " lists position " << lists.positions[i] << " twice";
+        reported = true;
+      }
     }
   }
   return set;
+}
+
+// Describes the first element where got and want differ, or their sizes when those differ
+// (an empty string when equal): one line however many elements differ.
+template <typename T, typename GotAlloc, typename WantAlloc>
+std::string firstMismatch(const std::vector<T, GotAlloc>& got,
+                          const std::vector<T, WantAlloc>& want) {
+  if (got.size() != want.size()) {
+    return std::to_string(got.size()) + " elements, expected " + std::to_string(want.size());
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (!(got[i] == want[i])) {
+      return "element " + std::to_string(i) + " of " + std::to_string(got.size()) + " is " +
+             ::testing::PrintToString(got[i]) + ", expected " + ::testing::PrintToString(want[i]);
+    }
+  }
+  return "";
 }
 
 // Describes the first difference between two list sets (an empty string when equal).

@@ -72,11 +72,12 @@ void addPartOnGpu(GpuAggregator* agg,
   for (const PushLists& l : ranks.lists) {
     const int64_t begin = l.offsets[part];
     const int64_t count = l.count(part);
+    // Both added before either is referenced: a later emplace_back may reallocate `keep`.
     keep->emplace_back();
-    DeviceBuffer& pos = keep->back();
-    ASSERT_OK(uploadBytes(l.positions.data() + begin, count * sizeof(uint32_t), &pos));
     keep->emplace_back();
+    DeviceBuffer& pos = (*keep)[keep->size() - 2];
     DeviceBuffer& val = keep->back();
+    ASSERT_OK(uploadBytes(l.positions.data() + begin, count * sizeof(uint32_t), &pos));
     ASSERT_OK(uploadBytes(l.row(begin), count * l.rowBytes(), &val));
     ASSERT_OK(agg->add(pos.as<uint32_t>(), val.data(), count, nullptr));
   }
@@ -96,8 +97,8 @@ Status cpuEncodePart(
 
 void expectSameEncoding(const EncodedPart& got, const EncodedPart& want, int part) {
   EXPECT_EQ(got.count, want.count) << "part " << part;
-  EXPECT_TRUE(got.bitmap == want.bitmap) << "bitmap of part " << part << " differs";
-  EXPECT_TRUE(got.values == want.values) << "values of part " << part << " differ";
+  EXPECT_EQ(testing::firstMismatch(got.bitmap, want.bitmap), "") << "bitmap of part " << part;
+  EXPECT_EQ(testing::firstMismatch(got.values, want.values), "") << "values of part " << part;
 }
 
 TEST(HashBitmapGpu, EncodeMatchesTheCpuForSumAndAverage) {
@@ -114,7 +115,7 @@ TEST(HashBitmapGpu, EncodeMatchesTheCpuForSumAndAverage) {
         for (int j = 0; j < n; ++j) {
           std::vector<DeviceBuffer> keep;
           ASSERT_OK(agg.reset(map, j, dtype, rowSize, nullptr));
-          addPartOnGpu(&agg, ranks, j, &keep);
+          ASSERT_NO_FATAL_FAILURE(addPartOnGpu(&agg, ranks, j, &keep));
           GpuEncodedPart encoded;
           ASSERT_OK(gpuEncode(agg, scale, &encoded, &ws, nullptr));
           ASSERT_CUDA(cudaDeviceSynchronize());
@@ -223,12 +224,17 @@ TEST(HashBitmapGpu, DecodersMatchTheCpu) {
         at += e.count;
       }
       ASSERT_CUDA(cudaDeviceSynchronize());
-      EXPECT_TRUE(download<std::byte>(dense.data(), wantDense.size()) == wantDense)
+      ASSERT_EQ(wantSparse.nnz(), total);
+      EXPECT_EQ(
+          testing::firstMismatch(download<std::byte>(dense.data(), wantDense.size()), wantDense),
+          "")
           << "dense decode differs";
-      EXPECT_TRUE(download<int64_t>(indices.data(), total) == wantSparse.indices)
+      EXPECT_EQ(
+          testing::firstMismatch(download<int64_t>(indices.data(), total), wantSparse.indices), "")
           << "sparse indices differ";
-      EXPECT_TRUE(download<std::byte>(values.data(), total * rowBytes) ==
-                  std::vector<std::byte>(wantSparse.values.begin(), wantSparse.values.end()))
+      EXPECT_EQ(testing::firstMismatch(download<std::byte>(values.data(), total * rowBytes),
+                                       wantSparse.values),
+                "")
           << "sparse rows differ";
     }
   }
@@ -298,7 +304,8 @@ TEST(HashBitmapGpu, WholeGpuPipelineEqualsTheCpuPipelineAndTheDenseSum) {
         }
         ASSERT_CUDA(cudaDeviceSynchronize());
         const auto got = download<std::byte>(dense.data(), want.size());
-        EXPECT_TRUE(got == want) << "GPU pipeline differs from the CPU pipeline";
+        EXPECT_EQ(testing::firstMismatch(got, want), "")
+            << "GPU pipeline differs from the CPU pipeline";
         const reference::DenseSum ref = reference::denseSum(reference::views(ranks.tensors));
         if (!average || reference::isInteger(dtype)) {
           EXPECT_TRUE(reference::denseMatches(got.data(), ref, average ? n : 1, 0));

@@ -30,7 +30,8 @@ TEST(IndexMapGpu, PlacementMatchesTheCpu) {
   ASSERT_CUDA(cudaMalloc(&dBad, sizeof(unsigned long long)));
   ASSERT_CUDA(
       cudaMemcpy(dIndices, indices.data(), count * sizeof(int64_t), cudaMemcpyHostToDevice));
-  ASSERT_CUDA(cudaMemset(dOwners, 0xff, count * sizeof(uint32_t)));  // poisoned output
+  ASSERT_CUDA(cudaMemset(dOwners, 0xff, count * sizeof(uint32_t)));  // poisoned outputs
+  ASSERT_CUDA(cudaMemset(dPositions, 0xff, count * sizeof(uint32_t)));
   ASSERT_CUDA(cudaMemset(dBad, 0xff, sizeof(unsigned long long)));
   const Status s = launchPlaceIndices(map, dIndices, count, dOwners, dPositions, dBad, nullptr);
   ASSERT_TRUE(s.isOk()) << s.toString();
@@ -42,16 +43,21 @@ TEST(IndexMapGpu, PlacementMatchesTheCpu) {
   ASSERT_CUDA(cudaMemcpy(&bad, dBad, sizeof(bad), cudaMemcpyDeviceToHost));
   EXPECT_EQ(bad, ~0ull);
   int64_t mismatches = 0;
+  int64_t first = -1;
   for (int64_t i = 0; i < count; ++i) {
     const auto place = map.place(indices[i]);
-    mismatches += place.owner != owners[i] || place.pos != positions[i];
+    const bool differs = place.owner != owners[i] || place.pos != positions[i];
+    if (differs && first < 0) first = i;
+    mismatches += differs;
   }
-  EXPECT_EQ(mismatches, 0);
+  EXPECT_EQ(mismatches, 0) << "first at entry " << first << " (index "
+                           << (first < 0 ? 0 : indices[first]) << ")";
   indices[12345] = rows;  // out of range
   ASSERT_CUDA(
       cudaMemcpy(dIndices, indices.data(), count * sizeof(int64_t), cudaMemcpyHostToDevice));
   ASSERT_CUDA(cudaMemset(dBad, 0xff, sizeof(unsigned long long)));
   ASSERT_TRUE(launchPlaceIndices(map, dIndices, count, dOwners, dPositions, dBad, nullptr).isOk());
+  ASSERT_CUDA(cudaDeviceSynchronize());
   ASSERT_CUDA(cudaMemcpy(&bad, dBad, sizeof(bad), cudaMemcpyDeviceToHost));
   EXPECT_EQ(bad, 12345ull);
   cudaFree(dIndices);

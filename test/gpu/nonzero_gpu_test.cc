@@ -87,8 +87,8 @@ void expectMatchesCpu(GpuNonzeroExtractor* extractor,
   ASSERT_EQ(got.nnz(), want.nnz());
   EXPECT_EQ(got.numRows, rows);
   EXPECT_EQ(got.rowSize, rowSize);
-  EXPECT_TRUE(got.indices == want.indices) << "indices differ";
-  EXPECT_TRUE(got.values == want.values) << "rows differ";
+  EXPECT_EQ(testing::firstMismatch(got.indices, want.indices), "") << "indices differ";
+  EXPECT_EQ(testing::firstMismatch(got.values, want.values), "") << "rows differ";
 }
 
 TEST(NonzeroGpu, MatchesTheCpuForEveryDtypeAndShape) {
@@ -146,8 +146,9 @@ TEST(NonzeroGpu, LargeTensorOnAStream) {
   ASSERT_CUDA(cudaStreamSynchronize(stream));
   SparseTensor got;
   ASSERT_OK(out.toHost(&got));
-  EXPECT_TRUE(got.indices == want.indices);
-  EXPECT_TRUE(got.values == want.values);
+  ASSERT_EQ(got.nnz(), want.nnz());
+  EXPECT_EQ(testing::firstMismatch(got.indices, want.indices), "") << "indices differ";
+  EXPECT_EQ(testing::firstMismatch(got.values, want.values), "") << "rows differ";
   ASSERT_CUDA(cudaStreamDestroy(stream));
 }
 
