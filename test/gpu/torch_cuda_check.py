@@ -35,11 +35,17 @@ def main():
     out = hvd.grouped_allreduce(group, op=hvd.Sum, name="g")
     for a, b in zip(out, group):
         assert a.is_cuda and torch.equal(a, b)
-    # Work queued on the current stream before the post is waited for (its ready event).
-    w = torch.zeros(1 << 20, device=dev)
-    w.add_(3.0)
-    assert torch.equal(hvd.allreduce(w, op=hvd.Sum, name="w").cpu(),
-                       torch.full([1 << 20], 3.0))
+    # Work queued on the current stream before the post is waited for (its ready event): on
+    # torch's default stream (cuda_stream 0, the legacy stream) and on a side stream, each kept
+    # busy ~50 ms first (torch.cuda._sleep), so that a daemon not waiting reads zeros.
+    for side in (None, torch.cuda.Stream(dev)):
+        where = "side stream" if side is not None else "default stream"
+        with torch.cuda.stream(side):  # None: stays on the default stream
+            w = torch.zeros(1 << 20, device=dev)
+            torch.cuda._sleep(100_000_000)
+            w.add_(3.0)
+            got = hvd.allreduce(w, op=hvd.Sum, name="w." + where)
+        assert torch.equal(got.cpu(), torch.full([1 << 20], 3.0)), where
 
     # Sparse: dense and sparse results against the host path.
     rows = torch.randperm(500, generator=gen)[:60]
