@@ -138,6 +138,10 @@ struct CudaExecutor::Impl {
                 const std::vector<CopyJob>& zeros,
                 ReduceOp op,
                 DataType dtype);
+  // buffer.reserve(bytes), after a bounded wait for the stream when that frees memory:
+  // cudaFree waits for the whole device (device_buffer.cc), which behind an earlier bucket's
+  // hung collective would never return; NcclComm::wait times out and aborts it instead.
+  Status reserve(DeviceBuffer& buffer, size_t bytes);
   // Device memory of `bytes` for out's result, owned by the handle (OpResult::gatheredOnDevice;
   // null for 0 bytes): the allgather's and the alltoall's output, sized by the plan.
   Result<void*> deviceResult(OpResult& out, TensorShape shape, size_t bytes);
@@ -216,6 +220,13 @@ Result<void*> CudaExecutor::Impl::deviceResult(OpResult& out, TensorShape shape,
 
 #ifdef ZEN_HAVE_NCCL
 
+Status CudaExecutor::Impl::reserve(DeviceBuffer& buffer, size_t bytes) {
+  if (bytes > buffer.capacity() && buffer.data() != nullptr) {
+    ZEN_RETURN_IF_ERROR(comm->wait(stream, "growing a device buffer"));
+  }
+  return buffer.reserve(bytes);
+}
+
 Status CudaExecutor::Impl::allreduce(const Response& r,
                                      const std::vector<TensorEntry*>& entries,
                                      bool* async) {
@@ -230,7 +241,7 @@ Status CudaExecutor::Impl::allreduce(const Response& r,
     *async = true;
     return Status::ok();
   }
-  ZEN_RETURN_IF_ERROR(fusion.reserve(plan.totalBytes));
+  ZEN_RETURN_IF_ERROR(reserve(fusion, plan.totalBytes));
   DenseFusionCopies copies = fusionCopies(plan, entries, fusion.data());
   ZEN_RETURN_IF_ERROR(fuseIn(std::move(copies.in), copies.zeros, r.reduceOp, r.dtype));
   ZEN_RETURN_IF_ERROR(comm->allreduce(fusion.data(), plan.count, r.dtype, r.reduceOp, stream));
@@ -251,7 +262,7 @@ Status CudaExecutor::Impl::broadcast(const Response& r,
       ZEN_CHECK_CUDA(cudaMemcpyAsync(data, e->input.data, bytes, cudaMemcpyDeviceToDevice, stream));
     }
   } else {
-    ZEN_RETURN_IF_ERROR(fusion.reserve(bytes));  // joined: receive and drop
+    ZEN_RETURN_IF_ERROR(reserve(fusion, bytes));  // joined: receive and drop
     data = fusion.data();
   }
   ZEN_RETURN_IF_ERROR(comm->broadcast(data, bytes, r.rootRank, stream));
@@ -266,7 +277,7 @@ Status CudaExecutor::Impl::allgather(const Response& r,
   const int me = comm->rank();
   ZEN_ASSIGN_OR_RETURN(const GatherPlan plan, planGather(r, n));
   const std::vector<size_t>& at = plan.segmentOffset;
-  ZEN_RETURN_IF_ERROR(gatherBuffer.reserve(std::max<size_t>(at.back(), 1)));
+  ZEN_RETURN_IF_ERROR(reserve(gatherBuffer, std::max<size_t>(at.back(), 1)));
   auto* recv = gatherBuffer.as<std::byte>();
   // This rank's rows straight into its own segment, which is also what it sends.
   ZEN_RETURN_IF_ERROR(batchedCopy(gatherInCopies(plan, r, entries, me, recv), stream));
@@ -327,7 +338,7 @@ Status CudaExecutor::Impl::reducescatter(const ReducescatterPlan& plan,
   // padding is left uninitialised: the reduction is element-wise, so it never mixes into a
   // piece, and copies.out reads only the pieces (test/cuda_host checks where they come from).
   const size_t blockBytes = plan.blockElements * dataTypeSize(r.dtype);
-  ZEN_RETURN_IF_ERROR(fusion.reserve(std::max<size_t>(blockBytes * static_cast<size_t>(n), 1)));
+  ZEN_RETURN_IF_ERROR(reserve(fusion, std::max<size_t>(blockBytes * static_cast<size_t>(n), 1)));
   DenseFusionCopies copies = reducescatterCopies(plan, r, entries, comm->rank(), fusion.data());
   ZEN_RETURN_IF_ERROR(fuseIn(std::move(copies.in), copies.zeros, r.reduceOp, r.dtype));
   std::byte* mine = fusion.as<std::byte>() + static_cast<size_t>(comm->rank()) * blockBytes;
@@ -361,8 +372,8 @@ Status CudaExecutor::Impl::sparse(const Response& r,
     o.input = entries.front()->sparseInput;
   } else {
     const SparseFusionPlan plan = planSparseFusion(r, entries);
-    ZEN_RETURN_IF_ERROR(sparseIndices.reserve(static_cast<size_t>(plan.nnz) * sizeof(int64_t)));
-    ZEN_RETURN_IF_ERROR(sparseValues.reserve(static_cast<size_t>(plan.nnz) * rowBytes));
+    ZEN_RETURN_IF_ERROR(reserve(sparseIndices, static_cast<size_t>(plan.nnz) * sizeof(int64_t)));
+    ZEN_RETURN_IF_ERROR(reserve(sparseValues, static_cast<size_t>(plan.nnz) * rowBytes));
     std::vector<CopyJob> values;
     for (size_t i = 0; i < entries.size(); ++i) {
       const TensorEntry* e = entries[i];
@@ -385,7 +396,7 @@ Status CudaExecutor::Impl::sparse(const Response& r,
   if (mode == SparseOutput::kDenseInPlace) {
     o.denseOutputView = entries.front()->output;
   } else if (dense) {
-    ZEN_RETURN_IF_ERROR(fusion.reserve(static_cast<size_t>(r.totalRows) * rowBytes));
+    ZEN_RETURN_IF_ERROR(reserve(fusion, static_cast<size_t>(r.totalRows) * rowBytes));
     o.denseOutputView.data = fusion.data();
     o.denseOutputView.dtype = r.dtype;
     o.denseOutputView.shape = TensorShape({r.totalRows, r.rowSize});
@@ -585,7 +596,10 @@ void CudaExecutor::submit(const Response& response,
   const std::string what = bucketWhat(response);
   m.finalizer.add(
       what,
-      [event, what](Status* error) {
+      [event, what, device = m.device](Status* error) {
+        // The finalizer thread's CUDA calls (this query, the event's release, the done
+        // callbacks') must not create a context on device 0 of a multi-GPU host.
+        (void)cudaSetDevice(device);
         const cudaError_t q = cudaEventQuery(event);
         if (q == cudaSuccess) return Finalizer::State::kDone;
         if (q == cudaErrorNotReady) return Finalizer::State::kPending;

@@ -82,6 +82,14 @@ struct Placement {
   int32_t index = 0;
 };
 
+// The C API's stream for a CUDA tensor's readiness. torch's default stream has cuda_stream 0,
+// the legacy default stream, but a NULL stream tells zen "ready at once" and the daemon's
+// non-blocking stream does not wait for the legacy one: 0 becomes cudaStreamLegacy (0x1; no
+// CUDA headers here), on which the daemon records its ready event like on any other.
+void* readyStream(int64_t stream) {
+  return reinterpret_cast<void*>(stream != 0 ? stream : 0x1);
+}
+
 Placement placementOf(const torch::Tensor& t, const char* what) {
   if (!t.is_contiguous()) throw std::invalid_argument(std::string(what) + " is not contiguous");
   if (t.device().is_cpu()) return {};
@@ -104,7 +112,7 @@ struct TensorArg {
     c.shape = shape.data();
     c.device_type = p.type;
     c.device_index = p.index;
-    if (p.type == ZEN_DEVICE_CUDA) c.stream = reinterpret_cast<void*>(stream);
+    if (p.type == ZEN_DEVICE_CUDA) c.stream = readyStream(stream);
   }
 };
 
@@ -248,7 +256,7 @@ int64_t sparseAllreduceAsync(const std::string& name,
   s.dtype = dtypeOf(values);
   s.device_type = p.type;
   s.device_index = p.index;
-  if (p.type == ZEN_DEVICE_CUDA) s.stream = reinterpret_cast<void*>(stream);
+  if (p.type == ZEN_DEVICE_CUDA) s.stream = readyStream(stream);
   o.reduce_op = op;
   std::unique_ptr<TensorArg> out;
   if (denseOutput.has_value()) {
