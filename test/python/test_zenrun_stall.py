@@ -10,6 +10,7 @@ zen.torch)."""
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -43,14 +44,21 @@ def test_stall_shutdown_fails_every_rank(mode, args):
         error = result["error"] or ""
         assert "shut down by rank 0 after a stall" in error, (rank, error)
         assert f"stalled past {SHUTDOWN} seconds" in error, (rank, error)
-        assert "1!: [allreduce.grad]" in error, (rank, error)  # rank 1 never posted grad
-    # Rank 0 waited from its post until the shutdown time, not much longer (cycles, a loaded
-    # machine); rank 1 either waited as long or, posting after the shutdown, failed at once.
-    assert SHUTDOWN - 0.1 <= got[0]["seconds"] < SHUTDOWN + 10, got
+        # Rank 1 never posted grad; a rank is marked ! once a name it holds up is past the
+        # shutdown time (in "other" mode only the older of the two names may be).
+        assert re.search(r"\n1!?: \[allreduce\.grad\]", error), (rank, error)
+        assert "!: [allreduce." in error, (rank, error)
+    # The older name waited until the shutdown time, not much longer (cycles, a loaded
+    # machine). In "other" mode the two posts are close but not simultaneous: the younger
+    # name's rank waited less by the gap and failed at the same moment. In "late" mode rank 1,
+    # posting after the shutdown, failed at once.
     if mode == "other":
-        assert "0!: [allreduce.other]" in got[0]["error"]
-        assert SHUTDOWN - 0.1 <= got[1]["seconds"] < SHUTDOWN + 10, got
+        assert re.search(r"\n0!?: \[allreduce\.other\]", got[0]["error"]), got
+        waits = sorted(result["seconds"] for result in got.values())
+        assert SHUTDOWN - 0.1 <= waits[1] < SHUTDOWN + 10, got
     else:
+        assert "1!: [allreduce.grad]" in got[0]["error"], got
+        assert SHUTDOWN - 0.1 <= got[0]["seconds"] < SHUTDOWN + 10, got
         assert got[1]["seconds"] < 2, got
     assert "zenrun: rank " in proc.stderr and "exited with code 3 first" in proc.stderr
 

@@ -56,6 +56,13 @@ examples:
   # 8 ranks on two hosts (ssh -o BatchMode=yes HOST), rank logs under logs/rank.N/
   zenrun -np 8 -H node1:4,node2:4 --output-filename logs python3 train.py --epochs 3
 
+  # sshd on port 2222 of every host, and a key of its own (ssh -p 2222 -i KEY; --mpi:
+  # Open MPI's plm_rsh_args)
+  zenrun -np 8 -H node1:4,node2:4 -p 2222 -i ~/.ssh/train_key python3 train.py
+
+  # horovodrun's config file (YAML with PyYAML, or JSON); flags given here win
+  zenrun -np 4 --config-file horovod.yaml --log-level info python3 train.py
+
   # hosts on a management and a data network: every connection on the data one (eth1)
   zenrun -np 8 -H node1:4,node2:4 --network-interface eth1 python3 train.py
 
@@ -76,7 +83,7 @@ examples:
          --launch-command 'ip netns exec {host} sh -c' python3 train.py
 
 environment:
-  ZENRUN_LAUNCH_COMMAND   default of --launch-command
+  ZENRUN_LAUNCH_COMMAND   default of --launch-command (like it, excludes -p/-i)
   ZENRUN_START_TIMEOUT    default of --start-timeout
   ZENRUN_REMOTE_PYTHON    interpreter that runs the rank wrapper on remote hosts (python3)
   ZEN_*                   passed to the ranks as they are; flags override them
