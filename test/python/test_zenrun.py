@@ -366,13 +366,15 @@ def test_partial_lines_and_long_lines_stay_whole():
     # horovodrun's meaning: its launch-check cache, which zenrun does not have; the library's
     # response cache keeps its size.
     (["--disable-cache", "--gloo"], {}),
+    (["--log-without-timestamp"], {"ZEN_LOG_HIDE_TIME": "1"}),
+    (["--log-hide-timestamp"], {"ZEN_LOG_HIDE_TIME": "1"}),  # horovodrun's older name
 ])
 def test_stall_and_cache_flags_reach_ranks(flags, expected):
     r = zenrun(["-np", "2"] + flags + [PYTHON, PROBE])
     assert r.returncode == 0, r.stderr
     for rep in probe_reports(r.stdout).values():
         got = {k: v for k, v in rep["env"].items()
-               if k.startswith(("ZEN_STALL", "ZEN_CACHE"))}
+               if k.startswith(("ZEN_STALL", "ZEN_CACHE", "ZEN_LOG"))}
         assert got == expected
 
 
@@ -399,7 +401,7 @@ stall_check:
   shutdown_time_seconds: 40
 logging:
   level: ERROR
-  with_timestamp: true
+  with_timestamp: false
 """
 CONFIG_ENV = {"ZEN_FUSION_THRESHOLD": str(32 << 20), "ZEN_CYCLE_TIME": "4",
               "ZEN_CACHE_CAPACITY": "100", "ZEN_AUTOTUNE": "1",
@@ -408,7 +410,7 @@ CONFIG_ENV = {"ZEN_FUSION_THRESHOLD": str(32 << 20), "ZEN_CYCLE_TIME": "4",
               "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE": "0.3",
               "ZEN_TIMELINE": "/tmp/zen-config-timeline.json", "ZEN_TIMELINE_MARK_CYCLES": "1",
               "ZEN_STALL_CHECK_TIME_SECONDS": "10", "ZEN_STALL_SHUTDOWN_TIME_SECONDS": "40",
-              "ZEN_LOG_LEVEL": "error"}
+              "ZEN_LOG_LEVEL": "error", "ZEN_LOG_HIDE_TIME": "1"}
 # The file's JSON twin: read without PyYAML.
 CONFIG_JSON = json.dumps({
     "params": {"fusion_threshold_mb": 32, "cycle_time_ms": 4, "cache_capacity": 100},
@@ -417,7 +419,7 @@ CONFIG_JSON = json.dumps({
                  "gaussian_process_noise": 0.3},
     "timeline": {"filename": "/tmp/zen-config-timeline.json", "mark_cycles": True},
     "stall_check": {"enabled": True, "warning_time_seconds": 10, "shutdown_time_seconds": 40},
-    "logging": {"level": "ERROR"}})
+    "logging": {"level": "ERROR", "with_timestamp": False}})
 
 
 def _knobs(report):
@@ -464,7 +466,8 @@ def test_config_file_stall_check_disabled_and_controller(tmp_path):
      "params.hierarchical_allreduce is not supported: zen has no hierarchical allreduce"),
     ("library_options:\n  num_nccl_streams: 2\n",
      "library_options.num_nccl_streams is not supported"),
-    ("logging:\n  with_timestamp: false\n", "logging.with_timestamp is not supported"),
+    ("library_options:\n  thread_affinity: 1\n",
+     "library_options.thread_affinity is not supported: zen has no thread affinity setting"),
     ("params:\n  fusion_mb: 3\n", "params.fusion_mb is not a horovodrun setting zenrun knows"),
     ("params:\n  cycle_time_ms: fast\n", "params.cycle_time_ms: expected a number, not 'fast'"),
     ("params:\n  cache_capacity: -1\n", "params.cache_capacity: --cache-capacity must be"),
@@ -552,6 +555,15 @@ def test_ssh_port_and_identity_reach_ssh(tmp_path):
         assert argv[:-1] == ["-o", "BatchMode=yes", "-p", "2222", "-i", str(key), "remote-a"]
     reports = probe_reports(r.stdout)
     assert [reports[i]["env"]["ZEN_RANK"] for i in (1, 2)] == ["1", "2"]
+    # Elastic workers and the --network-interface address query start through the same
+    # launch command (tcp_run.start_command, interface_address).
+    from zen.runner import args as arglib
+    from zen.runner import tcp_run
+
+    args = arglib.parse(["-np", "2", "--min-np", "2", "-H", "remote-a:2", "-p", "2222", "-i",
+                         str(key), "true"])
+    argv, _, _ = tcp_run.start_command(args, "remote-a", [], {}, {})
+    assert argv[:-1] == ["ssh", "-o", "BatchMode=yes", "-p", "2222", "-i", str(key), "remote-a"]
 
 
 def test_mpi_ssh_args_become_plm_rsh_args(tmp_path):

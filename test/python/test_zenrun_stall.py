@@ -22,7 +22,7 @@ require_zen_torch()
 JOB = os.path.join(HERE, "stall_job.py")
 WARNING, SHUTDOWN = 1, 3
 FLAGS = ["--stall-check-warning-time-seconds", str(WARNING),
-         "--stall-check-shutdown-time-seconds", str(SHUTDOWN)]
+         "--stall-check-shutdown-time-seconds", str(SHUTDOWN), "--log-without-timestamp"]
 ENV = {"ZEN_TIMEOUT": "30", "ZEN_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
@@ -61,6 +61,10 @@ def test_stall_shutdown_fails_every_rank(mode, args):
         assert SHUTDOWN - 0.1 <= got[0]["seconds"] < SHUTDOWN + 10, got
         assert got[1]["seconds"] < 2, got
     assert "zenrun: rank " in proc.stderr and "exited with code 3 first" in proc.stderr
+    # --log-without-timestamp reached the library: its lines start with the rank, no time.
+    logged = [line.split(":", 1)[1] for line in proc.stderr.splitlines()
+              if "]<stderr>:" in line and "[zen " in line]
+    assert logged and all(line.startswith("[zen ") for line in logged), logged
 
 
 def test_no_stall_check_does_not_shut_down():

@@ -31,7 +31,8 @@ ZEN_RANK ZEN_SIZE ZEN_LOCAL_RANK ZEN_LOCAL_SIZE ZEN_CROSS_RANK ZEN_CROSS_SIZE
 ZEN_CONTROLLER_ADDR ZEN_CONTROLLER_FD ZEN_SECRET ZEN_IFACE ZEN_FUSION_THRESHOLD ZEN_CYCLE_TIME
 ZEN_CACHE_CAPACITY
 ZEN_TIMELINE ZEN_TIMELINE_MARK_CYCLES ZEN_STALL_CHECK_TIME_SECONDS
-ZEN_STALL_SHUTDOWN_TIME_SECONDS ZEN_TIMEOUT ZEN_LOG_LEVEL ZEN_SCHEME ZEN_AUTO_PROFILE_CALLS
+ZEN_STALL_SHUTDOWN_TIME_SECONDS ZEN_TIMEOUT ZEN_LOG_LEVEL ZEN_LOG_HIDE_TIME ZEN_SCHEME
+ZEN_AUTO_PROFILE_CALLS
 ZEN_AUTO_SCHEMES
 ZEN_HASH_FUNCTIONS
 ZEN_HASH_MEMORY_FACTOR ZEN_SEED ZEN_THREADS
@@ -159,7 +160,6 @@ _HOROVODRUN_ONLY = {
     "--no-hierarchical-allgather": "hierarchical_allgather",
     "--mpi-threads-disable": "mpi_threads_disable", "--num-nccl-streams": "num_nccl_streams",
     "--thread-affinity": "thread_affinity", "--gloo-timeout-seconds": "gloo_timeout_seconds",
-    "--log-without-timestamp": "log_with_timestamp", "--log-hide-timestamp": "log_with_timestamp",
     "--binding-args": "binding_args", "--jsrun": "use_jsrun",
     "--blacklist-cooldown-range": "cooldown_range",
 }
@@ -251,6 +251,10 @@ def build_parser():
                        "ZEN_STALL_CHECK_TIME_SECONDS=0")
     knobs.add_argument("--log-level", metavar="L", type=_log_level,
                        help=f"{', '.join(LOG_LEVELS)} -> ZEN_LOG_LEVEL (default warn)")
+    knobs.add_argument("--log-without-timestamp", "--log-hide-timestamp", dest="log_hide_time",
+                       action="store_true",
+                       help="the library's log lines without the time of day -> "
+                       "ZEN_LOG_HIDE_TIME=1")
 
     tune = p.add_argument_group("autotune (Horovod's; rank 0 tunes the fusion threshold and "
                                 "the cycle time, except those given above)")
@@ -568,6 +572,8 @@ def knob_env(args):
         env["ZEN_STALL_SHUTDOWN_TIME_SECONDS"] = _num_text(args.stall_shutdown_time)
     if args.log_level is not None:
         env["ZEN_LOG_LEVEL"] = args.log_level
+    if args.log_hide_time:
+        env["ZEN_LOG_HIDE_TIME"] = "1"
     if args.network_interface is not None:
         env["ZEN_IFACE"] = args.network_interface
     if args.autotune:

@@ -23,7 +23,7 @@ KEYS = {
     "timeline": {"filename": "timeline_filename", "mark_cycles": "timeline_mark_cycles"},
     "stall_check": {"enabled": "no_stall_check", "warning_time_seconds": "stall_check_time",
                     "shutdown_time_seconds": "stall_shutdown_time"},
-    "logging": {"level": "log_level", "with_timestamp": None},
+    "logging": {"level": "log_level", "with_timestamp": "log_hide_time"},
     "library_options": {},
 }
 # horovodrun's settings with no zenrun counterpart (by their dest), and why: refused by name
@@ -36,7 +36,6 @@ UNSUPPORTED = {
     "num_nccl_streams": "zen's GPU path has no such setting",
     "thread_affinity": "zen has no thread affinity setting",
     "gloo_timeout_seconds": "zen has no Gloo; ZEN_TIMEOUT bounds its transports' waits",
-    "log_with_timestamp": "the library's log lines always carry the time",
     "binding_args": "give mpirun's binding flags with --mpi-args",
     "use_jsrun": "zenrun launches with its own TCP launcher or with mpirun",
     "cooldown_range": "a host where a worker failed stays out for the rest of the job "
@@ -48,8 +47,7 @@ _UNSUPPORTED_KEYS = {"params.hierarchical_allreduce": "hierarchical_allreduce",
                      "library_options.mpi_threads_disable": "mpi_threads_disable",
                      "library_options.num_nccl_streams": "num_nccl_streams",
                      "library_options.thread_affinity": "thread_affinity",
-                     "library_options.gloo_timeout_seconds": "gloo_timeout_seconds",
-                     "logging.with_timestamp": "log_with_timestamp"}
+                     "library_options.gloo_timeout_seconds": "gloo_timeout_seconds"}
 CONTROLLERS = {"gloo": "tcp", "mpi": "mpi"}
 
 
@@ -144,12 +142,10 @@ def apply(p, args, argv):
                 if why is None:
                     p.error(f"--config-file '{path}': {name} is not a horovodrun setting "
                             f"zenrun knows ({', '.join(KEYS[section]) or 'none here'})")
-                if name == "logging.with_timestamp" and value is True:
-                    continue  # what the library does anyway
                 p.error(f"--config-file '{path}': {name} is not supported: {why}")
             if dest in given:
                 continue
             parsed = _value(p, actions[dest], f"--config-file '{path}': {name}", value)
-            if name == "stall_check.enabled":
-                parsed = not parsed  # the flag is --no-stall-check
+            if name in ("stall_check.enabled", "logging.with_timestamp"):
+                parsed = not parsed  # the flags are --no-stall-check, --log-without-timestamp
             setattr(args, dest, parsed)
