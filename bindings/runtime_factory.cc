@@ -27,7 +27,7 @@ namespace {
 std::shared_ptr<spdlog::logger> loggerFor(const Config& config,
                                           int rank,
                                           std::shared_ptr<spdlog::logger> logger) {
-  return logger ? std::move(logger) : makeLogger(rank, config.logLevel);
+  return logger ? std::move(logger) : makeLogger(rank, config.logLevel, !config.logHideTime);
 }
 
 // Where the data mesh's rendezvous is, as rank 0 broadcasts it: the port (0: it failed) and,

@@ -190,6 +190,11 @@ const std::map<std::string, Setter>& setters() {
       {"ZEN_STALL_CHECK_TIME_SECONDS", doubleField(&Config::stallCheckSeconds, 0.0, 1e7)},
       {"ZEN_STALL_SHUTDOWN_TIME_SECONDS", doubleField(&Config::stallShutdownSeconds, 0.0, 1e7)},
       {"ZEN_TIMEOUT", doubleField(&Config::timeoutSeconds, 0.001, 1e7)},
+      {"ZEN_LOG_HIDE_TIME",
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.logHideTime, parseBool(n, v));
+         return Status::ok();
+       }},
       {"ZEN_LOG_LEVEL",
        [](Config& c, const std::string&, const std::string& v) {
          ZEN_ASSIGN_OR_RETURN(c.logLevel, parseLogLevel(v));

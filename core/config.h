@@ -63,6 +63,7 @@ struct Config {
   double stallShutdownSeconds = 0.0;  // 0 = never shut down on a stall
   double timeoutSeconds = 30.0;       // bounded waits on peers
   std::string logLevel = "warn";
+  bool logHideTime = false;  // ZEN_LOG_HIDE_TIME (Horovod's HOROVOD_LOG_HIDE_TIME)
   Scheme scheme = Scheme::kAuto;
   // auto: timed calls per candidate per bucket; 0 = the first one.
   int autoProfileCalls = kDefaultAutoProfileCalls;

@@ -12,10 +12,10 @@ Result<spdlog::level::level_enum> parseLogLevel(const std::string& level) {
   return parsed;
 }
 
-std::shared_ptr<spdlog::logger> makeLogger(int rank, const std::string& level) {
+std::shared_ptr<spdlog::logger> makeLogger(int rank, const std::string& level, bool withTime) {
   auto sink = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   auto logger = std::make_shared<spdlog::logger>(fmt::format("zen.{}", rank), sink);
-  logger->set_pattern(fmt::format("[%H:%M:%S.%e] [zen {}] [%l] %v", rank));
+  logger->set_pattern(fmt::format("{}[zen {}] [%l] %v", withTime ? "[%H:%M:%S.%e] " : "", rank));
   auto parsed = parseLogLevel(level);
   logger->set_level(parsed.isOk() ? parsed.value() : spdlog::level::warn);
   return logger;

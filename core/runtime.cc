@@ -37,7 +37,7 @@ RuntimeOptions RuntimeOptions::fromConfig(const Config& config, int rank, int si
   o.cycleTimeMs = config.cycleTimeMs;
   o.timeline = config.timeline;
   o.timelineMarkCycles = config.timelineMarkCycles;
-  o.logger = makeLogger(rank, config.logLevel);
+  o.logger = makeLogger(rank, config.logLevel, !config.logHideTime);
   return o;
 }
 

@@ -22,6 +22,7 @@ TEST(Config, DefaultsMatchTheDocumentedValues) {
   EXPECT_EQ(c.value().autotuneMaxSamples, 20);
   EXPECT_DOUBLE_EQ(c.value().autotuneNoise, 0.8);
   EXPECT_EQ(c.value().autotuneConfirmPairs, 3);
+  EXPECT_FALSE(c.value().logHideTime);
 }
 
 // Horovod's HOROVOD_AUTOTUNE* knobs; a knob set explicitly is fixed (not tuned).
@@ -61,6 +62,7 @@ TEST(Config, ParsesEveryKnob) {
                                 {"ZEN_TIMELINE", "/tmp/t.json"},
                                 {"ZEN_TIMELINE_MARK_CYCLES", "1"},
                                 {"ZEN_LOG_LEVEL", "debug"},
+                                {"ZEN_LOG_HIDE_TIME", "1"},
                                 {"ZEN_TIMEOUT", "5"},
                                 {"ZEN_CONTROLLER_FD", "7"}});
   ASSERT_TRUE(c.isOk()) << c.status().toString();
@@ -75,6 +77,7 @@ TEST(Config, ParsesEveryKnob) {
   EXPECT_EQ(c.value().timeline, "/tmp/t.json");
   EXPECT_TRUE(c.value().timelineMarkCycles);
   EXPECT_EQ(c.value().logLevel, "debug");
+  EXPECT_TRUE(c.value().logHideTime);
   EXPECT_DOUBLE_EQ(c.value().timeoutSeconds, 5.0);
   EXPECT_EQ(c.value().controllerFd, 7);
 }
@@ -129,6 +132,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"ZEN_SCHEME", "omni", "expected auto, zen"},
         BadCase{"ZEN_LOG_LEVEL", "loud", "ZEN_LOG_LEVEL='loud'"},
         BadCase{"ZEN_TIMELINE_MARK_CYCLES", "maybe", "expected 0/1"},
+        BadCase{"ZEN_LOG_HIDE_TIME", "on", "ZEN_LOG_HIDE_TIME='on'"},
         BadCase{"ZEN_FUSION_THRESHOLDD", "1", "unknown variable ZEN_FUSION_THRESHOLDD"},
         BadCase{"ZEN_RANK", "x", "ZEN_RANK='x'"},
         BadCase{"ZEN_CONTROLLER_FD", "-1", "ZEN_CONTROLLER_FD"},

@@ -16,6 +16,16 @@ TEST(Logging, EveryLineCarriesTheRankAndRespectsTheLevel) {
   EXPECT_EQ(out.find("not shown"), std::string::npos);
 }
 
+TEST(Logging, TheTimeOfDayCanBeLeftOut) {
+  ::testing::internal::CaptureStderr();
+  makeLogger(1, "info")->info("with");
+  makeLogger(2, "info", /*withTime=*/false)->info("without");
+  const std::string out = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(out.find("] [zen 1] [info] with\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("[zen 1]"), 15u) << out;  // after "[HH:MM:SS.mmm] "
+  EXPECT_NE(out.find("\n[zen 2] [info] without\n"), std::string::npos) << out;
+}
+
 TEST(Logging, LevelsParse) {
   EXPECT_TRUE(parseLogLevel("trace").isOk());
   EXPECT_EQ(parseLogLevel("off").value(), spdlog::level::off);

@@ -157,12 +157,59 @@ def test_help_and_version():
     (["-np", "2", "--launch-command", "ssh", "true"], "must contain {host}"),
     (["-np", "2", "--start-timeout", "soon", "true"], "--start-timeout"),
     (["-np", "2", "--controller-addr", "h:port", "true"], "expected HOST or HOST:PORT"),
+    (["-np", "2", "-p", "0", "true"], "--ssh-port must be in [1, 65535]"),
+    (["-np", "2", "--ssh-port", "ssh", "true"], "expected an integer, not 'ssh'"),
+    (["-np", "2", "-i", "/nonexistent/key", "true"],
+     "-i/--ssh-identity-file '/nonexistent/key' is not a readable file"),
+    (["-np", "2", "-p", "2222", "--launch-command", "ssh -x {host}", "true"],
+     "apply to the default launch command ('ssh -o BatchMode=yes {host}'), not to "
+     "--launch-command 'ssh -x {host}': put the ssh options into it (e.g. "
+     "'ssh -o BatchMode=yes -p 2222 {host}')"),
+    (["-np", "2", "--mpi", "-p", "2222", "--mpi-args", "-mca plm_rsh_args -q", "true"],
+     "which --mpi-args sets too"),
+    (["-np", "2", "--no-stall-check", "--stall-check-warning-time-seconds", "5", "true"],
+     "--no-stall-check turns the stall check off: --stall-check-warning-time-seconds would "
+     "do nothing"),
+    (["-np", "2", "--no-stall-check", "--stall-check-shutdown-time-seconds", "90", "true"],
+     "--stall-check-shutdown-time-seconds would do nothing"),
+    (["-np", "2", "--stall-check-shutdown-time-seconds", "30", "true"],
+     "--stall-check-shutdown-time-seconds 30 is below the default warning time (60 s)"),
+    (["-np", "2", "--stall-check-time", "10", "--stall-check-shutdown-time-seconds", "5",
+      "true"], "is below --stall-check-warning-time-seconds (10 s)"),
+    (["-np", "2", "--stall-check-time", "0", "--stall-check-shutdown-time-seconds", "5",
+      "true"], "needs the stall check"),
+    (["-np", "2", "--stall-check-shutdown-time-seconds", "-1", "true"],
+     "--stall-check-shutdown-time-seconds must be in [0, 10000000.0]"),
+    (["-np", "2", "--hierarchical-allreduce", "--num-nccl-streams", "2", "true"],
+     "horovodrun's --hierarchical-allreduce has no zenrun counterpart: zen has no "
+     "hierarchical allreduce"),
+    (["-np", "2", "--config-file", "/nonexistent/hvd.yaml", "true"],
+     "--config-file '/nonexistent/hvd.yaml': No such file or directory"),
 ])
 def test_bad_flags_exit_2(args, message):
     r = zenrun(args)
     assert r.returncode == 2, r.stderr
     assert "zenrun: error:" in r.stderr and message in r.stderr, r.stderr
     assert r.stdout == ""
+
+
+def test_ssh_flags_refused_next_to_launch_command_from_environment():
+    r = zenrun(["-np", "2", "-p", "2222", "true"],
+               env={"ZENRUN_LAUNCH_COMMAND": "ssh -F cfg {host}"})
+    assert r.returncode == 2
+    assert "not to ZENRUN_LAUNCH_COMMAND 'ssh -F cfg {host}'" in r.stderr, r.stderr
+
+
+def test_stall_shutdown_checked_against_the_environment_warning_time():
+    r = zenrun(["-np", "1", "--stall-check-shutdown-time-seconds", "3", "true"],
+               env={"ZEN_STALL_CHECK_TIME_SECONDS": "5"})
+    assert r.returncode == 2 and "below ZEN_STALL_CHECK_TIME_SECONDS (5 s)" in r.stderr
+    r = zenrun(["-np", "1", "--stall-check-shutdown-time-seconds", "5", PYTHON, PROBE],
+               env={"ZEN_STALL_CHECK_TIME_SECONDS": "2"})
+    assert r.returncode == 0, r.stderr
+    env = probe_reports(r.stdout)[0]["env"]
+    assert (env["ZEN_STALL_CHECK_TIME_SECONDS"], env["ZEN_STALL_SHUTDOWN_TIME_SECONDS"]) == \
+        ("2", "5")
 
 
 def test_unknown_zen_variable_warns():
@@ -307,6 +354,252 @@ def test_partial_lines_and_long_lines_stay_whole():
     lines = rank_lines(r.stdout, "stdout")
     for rank in (0, 1):
         assert lines[rank] == ["a" + "b" * 200000, "no newline"]
+
+
+# -- horovodrun's flags: stall check, config file, timestamps, ssh -------------------------
+
+@pytest.mark.parametrize("flags,expected", [
+    (["--no-stall-check"], {"ZEN_STALL_CHECK_TIME_SECONDS": "0"}),
+    (["--stall-check-warning-time-seconds", "2", "--stall-check-shutdown-time-seconds", "7.5"],
+     {"ZEN_STALL_CHECK_TIME_SECONDS": "2", "ZEN_STALL_SHUTDOWN_TIME_SECONDS": "7.5"}),
+    (["--stall-check-shutdown-time-seconds", "90"], {"ZEN_STALL_SHUTDOWN_TIME_SECONDS": "90"}),
+    # horovodrun's meaning: its launch-check cache, which zenrun does not have; the library's
+    # response cache keeps its size.
+    (["--disable-cache", "--gloo"], {}),
+    (["--log-without-timestamp"], {"ZEN_LOG_HIDE_TIME": "1"}),
+    (["--log-hide-timestamp"], {"ZEN_LOG_HIDE_TIME": "1"}),  # horovodrun's older name
+])
+def test_stall_and_cache_flags_reach_ranks(flags, expected):
+    r = zenrun(["-np", "2"] + flags + [PYTHON, PROBE])
+    assert r.returncode == 0, r.stderr
+    for rep in probe_reports(r.stdout).values():
+        got = {k: v for k, v in rep["env"].items()
+               if k.startswith(("ZEN_STALL", "ZEN_CACHE", "ZEN_LOG"))}
+        assert got == expected
+
+
+CONFIG_YAML = """\
+# horovodrun's config file layout
+params:
+  fusion_threshold_mb: 32
+  cycle_time_ms: 4
+  cache_capacity: 100
+  hierarchical_allreduce: null   # null: absent, as in horovodrun
+autotune:
+  enabled: true
+  log_file: /tmp/zen-autotune.csv
+  warmup_samples: 1
+  steps_per_sample: 6
+  bayes_opt_max_samples: 9
+  gaussian_process_noise: 0.3
+timeline:
+  filename: /tmp/zen-config-timeline.json
+  mark_cycles: true
+stall_check:
+  enabled: true
+  warning_time_seconds: 10
+  shutdown_time_seconds: 40
+logging:
+  level: ERROR
+  with_timestamp: false
+"""
+CONFIG_ENV = {"ZEN_FUSION_THRESHOLD": str(32 << 20), "ZEN_CYCLE_TIME": "4",
+              "ZEN_CACHE_CAPACITY": "100", "ZEN_AUTOTUNE": "1",
+              "ZEN_AUTOTUNE_LOG": "/tmp/zen-autotune.csv", "ZEN_AUTOTUNE_WARMUP_SAMPLES": "1",
+              "ZEN_AUTOTUNE_STEPS_PER_SAMPLE": "6", "ZEN_AUTOTUNE_BAYES_OPT_MAX_SAMPLES": "9",
+              "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE": "0.3",
+              "ZEN_TIMELINE": "/tmp/zen-config-timeline.json", "ZEN_TIMELINE_MARK_CYCLES": "1",
+              "ZEN_STALL_CHECK_TIME_SECONDS": "10", "ZEN_STALL_SHUTDOWN_TIME_SECONDS": "40",
+              "ZEN_LOG_LEVEL": "error", "ZEN_LOG_HIDE_TIME": "1"}
+# The file's JSON twin: read without PyYAML.
+CONFIG_JSON = json.dumps({
+    "params": {"fusion_threshold_mb": 32, "cycle_time_ms": 4, "cache_capacity": 100},
+    "autotune": {"enabled": True, "log_file": "/tmp/zen-autotune.csv", "warmup_samples": 1,
+                 "steps_per_sample": 6, "bayes_opt_max_samples": 9,
+                 "gaussian_process_noise": 0.3},
+    "timeline": {"filename": "/tmp/zen-config-timeline.json", "mark_cycles": True},
+    "stall_check": {"enabled": True, "warning_time_seconds": 10, "shutdown_time_seconds": 40},
+    "logging": {"level": "ERROR", "with_timestamp": False}})
+
+
+def _knobs(report):
+    return {k: v for k, v in report["env"].items() if k in CONFIG_ENV}
+
+
+@pytest.mark.parametrize("kind", ["yaml", "json"])
+def test_config_file_sets_flags_command_line_wins(tmp_path, kind):
+    if kind == "yaml":
+        pytest.importorskip("yaml")
+    path = tmp_path / f"horovod.{kind}"
+    path.write_text(CONFIG_YAML if kind == "yaml" else CONFIG_JSON)
+    r = zenrun(["-np", "2", "--config-file", str(path), PYTHON, PROBE])
+    assert r.returncode == 0, r.stderr
+    for rep in probe_reports(r.stdout).values():
+        assert _knobs(rep) == CONFIG_ENV
+    # Flags win wherever they stand (horovodrun's override_args), before or after the file.
+    r = zenrun(["-np", "2", "--cycle-time-ms", "7", "--config-file", str(path),
+                "--log-level", "info", "--stall-check-warning-time-seconds", "20", PYTHON, PROBE])
+    assert r.returncode == 0, r.stderr
+    for rep in probe_reports(r.stdout).values():
+        assert _knobs(rep) == dict(CONFIG_ENV, ZEN_CYCLE_TIME="7", ZEN_LOG_LEVEL="info",
+                                   ZEN_STALL_CHECK_TIME_SECONDS="20")
+
+
+def test_config_file_stall_check_disabled_and_controller(tmp_path):
+    path = tmp_path / "hvd.json"
+    path.write_text(json.dumps({"stall_check": {"enabled": False}, "controller": "gloo"}))
+    r = zenrun(["-np", "1", "--config-file", str(path), PYTHON, PROBE])
+    assert r.returncode == 0, r.stderr
+    assert probe_reports(r.stdout)[0]["env"]["ZEN_STALL_CHECK_TIME_SECONDS"] == "0"
+    if HAVE_MPIRUN:  # controller: mpi runs through mpirun; --tcp on the command line wins
+        path.write_text(json.dumps({"controller": "mpi"}))
+        r = zenrun(["-np", "1", "--config-file", str(path), PYTHON, PROBE])
+        assert r.returncode == 0, r.stderr
+        assert "OMPI_COMM_WORLD_RANK" in probe_reports(r.stdout)[0]["env"]
+        r = zenrun(["-np", "1", "--config-file", str(path), "--tcp", PYTHON, PROBE])
+        assert r.returncode == 0, r.stderr
+        assert "OMPI_COMM_WORLD_RANK" not in probe_reports(r.stdout)[0]["env"]
+
+
+@pytest.mark.parametrize("text,message", [
+    ("params:\n  hierarchical_allreduce: true\n",
+     "params.hierarchical_allreduce is not supported: zen has no hierarchical allreduce"),
+    ("library_options:\n  num_nccl_streams: 2\n",
+     "library_options.num_nccl_streams is not supported"),
+    ("library_options:\n  thread_affinity: 1\n",
+     "library_options.thread_affinity is not supported: zen has no thread affinity setting"),
+    ("params:\n  fusion_mb: 3\n", "params.fusion_mb is not a horovodrun setting zenrun knows"),
+    ("params:\n  cycle_time_ms: fast\n", "params.cycle_time_ms: expected a number, not 'fast'"),
+    ("params:\n  cache_capacity: -1\n", "params.cache_capacity: --cache-capacity must be"),
+    ("timeline:\n  mark_cycles: 1\n", "timeline.mark_cycles: expected true or false, not 1"),
+    ("logging:\n  level: LOUD\n", "logging.level: expected one of trace"),
+    ("controller: jsrun\n", "controller: expected gloo or mpi, not 'jsrun'"),
+    ("elastic:\n  min_np: 2\n", "elastic: not one of horovodrun's sections zenrun reads"),
+    ("- params\n", "expected a mapping of sections, not list"),
+    ("stall_check:\n  enabled: false\n  warning_time_seconds: 5\n",
+     "--no-stall-check turns the stall check off"),
+])
+def test_config_file_errors(tmp_path, text, message):
+    pytest.importorskip("yaml")
+    path = tmp_path / "hvd.yaml"
+    path.write_text(text)
+    r = zenrun(["-np", "1", "--config-file", str(path), "true"])
+    assert r.returncode == 2, r.stderr
+    assert f"zenrun: error: --config-file '{path}'" in r.stderr or "--no-stall-check" in message
+    assert message in r.stderr, r.stderr
+
+
+def test_config_file_without_pyyaml(tmp_path):
+    """zenrun is standard library only: without PyYAML a YAML file fails naming the module,
+    and the JSON form still works."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "yaml.py").write_text("raise ImportError('PyYAML hidden by the test')\n")
+    yaml_file, json_file = tmp_path / "hvd.yaml", tmp_path / "hvd.json"
+    yaml_file.write_text(CONFIG_YAML)
+    json_file.write_text(CONFIG_JSON)
+    env = {"PYTHONPATH": str(blocker)}
+    r = zenrun(["-np", "1", "--config-file", str(yaml_file), "true"], env=env)
+    assert r.returncode == 2
+    assert "reading YAML needs the Python module 'yaml' (PyYAML" in r.stderr, r.stderr
+    r = zenrun(["-np", "1", "--config-file", str(json_file), PYTHON, PROBE], env=env)
+    assert r.returncode == 0, r.stderr
+    assert _knobs(probe_reports(r.stdout)[0]) == CONFIG_ENV
+
+
+STAMPED = re.compile(r"^[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}"
+                     r"(\[\d+\]<(stdout|stderr)>:.*)$")
+
+
+@pytest.mark.parametrize("mode", ["--tcp", "--mpi"])
+def test_prefix_output_with_timestamp(mode):
+    if mode == "--mpi" and not HAVE_MPIRUN:
+        pytest.skip("mpirun not installed (openmpi-bin)")
+    r = zenrun(["-np", "2", mode, "--prefix-output-with-timestamp", PYTHON, PROBE])
+    assert r.returncode == 0, r.stderr
+    for text, stream in ((r.stdout, "stdout"), (r.stderr, "stderr")):
+        lines = [STAMPED.match(line) for line in text.splitlines() if "]<std" in line]
+        assert len(lines) == 2 and all(lines), text
+        assert sorted(rank_lines("\n".join(m.group(1) for m in lines), stream)) == [0, 1]
+
+
+def _stand_in(folder, name, record, body):
+    """An executable `name` in folder that appends its argv (one JSON line) to record and
+    then runs body (a POSIX shell script fragment)."""
+    folder.mkdir(exist_ok=True)
+    path = folder / name
+    path.write_text("#!/bin/sh\n"
+                    f"{PYTHON} -c 'import json, sys; print(json.dumps(sys.argv[1:]))' \"$@\" "
+                    f">> {record}\n" + body)
+    path.chmod(0o755)
+    return path
+
+
+def test_ssh_port_and_identity_reach_ssh(tmp_path):
+    """-p/-i on a remote host in TCP mode: a stand-in ssh records its arguments and runs the
+    remote command here (there is no sshd); the job, a real cross-rank connection included,
+    must succeed."""
+    record = tmp_path / "ssh.argv"
+    key = tmp_path / "id_test"
+    key.write_text("not a real key\n")
+    _stand_in(tmp_path / "bin", "ssh", record, 'for last; do :; done\nexec sh -c "$last"\n')
+    path = f"{tmp_path / 'bin'}:{os.environ['PATH']}"
+    r = zenrun(["-np", "3", "-H", "localhost:1,remote-a:2", "-p", "2222", "-i", str(key),
+                "--controller-addr", "127.0.0.1", PYTHON, PROBE, "--rendezvous"],
+               env={"PATH": path}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert "RENDEZVOUS ok peers=[1, 2]" in rank_lines(r.stdout, "stdout")[0]
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    assert len(calls) == 2  # ranks 1 and 2; rank 0 is local
+    for argv in calls:
+        assert argv[:-1] == ["-o", "BatchMode=yes", "-p", "2222", "-i", str(key), "remote-a"]
+    reports = probe_reports(r.stdout)
+    assert [reports[i]["env"]["ZEN_RANK"] for i in (1, 2)] == ["1", "2"]
+    # Elastic workers and the --network-interface address query start through the same
+    # launch command (tcp_run.start_command, interface_address).
+    from zen.runner import args as arglib
+    from zen.runner import tcp_run
+
+    args = arglib.parse(["-np", "2", "--min-np", "2", "-H", "remote-a:2", "-p", "2222", "-i",
+                         str(key), "true"])
+    argv, _, _ = tcp_run.start_command(args, "remote-a", [], {}, {})
+    assert argv[:-1] == ["ssh", "-o", "BatchMode=yes", "-p", "2222", "-i", str(key), "remote-a"]
+
+
+def test_mpi_ssh_args_become_plm_rsh_args(tmp_path):
+    from zen.runner import args as arglib
+    from zen.runner import mpi_run
+
+    key = tmp_path / "id_test"
+    key.write_text("k\n")
+    args = arglib.parse(["-np", "4", "--mpi", "-H", "n1:2,n2:2", "-p", "2222", "-i", str(key),
+                         "--mpi-args", "-mca btl ^openib", "python3", "train.py"])
+    hosts = hostlib.parse_hosts(args.hosts)
+    argv = mpi_run.build_command(args, hosts, hostlib.assign_ranks(hosts, 4), {})
+    at = argv.index("plm_rsh_args")
+    assert argv[at - 1:at + 2] == ["-mca", "plm_rsh_args", f"-p 2222 -i {key}"]
+    assert argv.index("-mca", at + 1) == argv.index("btl") - 1  # --mpi-args after them
+    args = arglib.parse(["-np", "2", "--mpi", "-p", "2222", "true"])
+    argv = mpi_run.build_command(args, [hostlib.Host("localhost", 2)],
+                                 hostlib.assign_ranks([hostlib.Host("localhost", 2)], 2), {})
+    assert argv[argv.index("plm_rsh_args") + 1] == "-p 2222"
+    args = arglib.parse(["-np", "2", "--mpi", "true"])
+    argv = mpi_run.build_command(args, [hostlib.Host("localhost", 2)],
+                                 hostlib.assign_ranks([hostlib.Host("localhost", 2)], 2), {})
+    assert "plm_rsh_args" not in argv
+
+
+@pytest.mark.skipif(not HAVE_MPIRUN, reason="mpirun not installed (openmpi-bin)")
+def test_mpi_with_ssh_port_runs_on_localhost(tmp_path):
+    """A real mpirun given plm_rsh_args: on localhost Open MPI starts the ranks without rsh,
+    so the job runs as without -p/-i."""
+    key = tmp_path / "id_test"
+    key.write_text("k\n")
+    r = zenrun(["-np", "2", "--mpi", "--verbose", "-p", "2222", "-i", str(key), PYTHON, PROBE])
+    assert r.returncode == 0, r.stderr
+    assert f"-mca plm_rsh_args '-p 2222 -i {key}'" in r.stderr, r.stderr
+    reports = probe_reports(r.stdout)
+    assert sorted(rep["env"]["OMPI_COMM_WORLD_RANK"] for rep in reports.values()) == ["0", "1"]
 
 
 # -- failures, hangs, start timeout, signals ---------------------------------------------

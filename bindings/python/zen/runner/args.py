@@ -10,13 +10,14 @@ import shlex
 import sys
 
 import zen
-from zen.runner import interfaces
+from zen.runner import config_file, interfaces
 
 DEFAULT_LAUNCH_COMMAND = "ssh -o BatchMode=yes {host}"
 DEFAULT_START_TIMEOUT = 30.0
 DEFAULT_GRACE_SECONDS = 5.0
 DEFAULT_ELASTIC_TIMEOUT = 600.0  # Horovod's
 DEFAULT_SLOTS_PER_HOST = 1
+DEFAULT_STALL_WARNING = 60.0  # core/config.h's stallCheckSeconds
 SCHEMES = ("auto", "zen", "hc", "agsparse", "blocks", "dense")
 AUTO_SCHEMES = ("zen", "hc", "agsparse")  # auto's candidates (ops/auto_scheme.h)
 LOG_LEVELS = ("trace", "debug", "info", "warn", "error", "critical", "off")
@@ -30,7 +31,8 @@ ZEN_RANK ZEN_SIZE ZEN_LOCAL_RANK ZEN_LOCAL_SIZE ZEN_CROSS_RANK ZEN_CROSS_SIZE
 ZEN_CONTROLLER_ADDR ZEN_CONTROLLER_FD ZEN_SECRET ZEN_IFACE ZEN_FUSION_THRESHOLD ZEN_CYCLE_TIME
 ZEN_CACHE_CAPACITY
 ZEN_TIMELINE ZEN_TIMELINE_MARK_CYCLES ZEN_STALL_CHECK_TIME_SECONDS
-ZEN_STALL_SHUTDOWN_TIME_SECONDS ZEN_TIMEOUT ZEN_LOG_LEVEL ZEN_SCHEME ZEN_AUTO_PROFILE_CALLS
+ZEN_STALL_SHUTDOWN_TIME_SECONDS ZEN_TIMEOUT ZEN_LOG_LEVEL ZEN_LOG_HIDE_TIME ZEN_SCHEME
+ZEN_AUTO_PROFILE_CALLS
 ZEN_AUTO_SCHEMES
 ZEN_HASH_FUNCTIONS
 ZEN_HASH_MEMORY_FACTOR ZEN_SEED ZEN_THREADS
@@ -55,6 +57,13 @@ examples:
   # 8 ranks on two hosts (ssh -o BatchMode=yes HOST), rank logs under logs/rank.N/
   zenrun -np 8 -H node1:4,node2:4 --output-filename logs python3 train.py --epochs 3
 
+  # sshd on port 2222 of every host, and a key of its own (ssh -p 2222 -i KEY; --mpi:
+  # Open MPI's plm_rsh_args)
+  zenrun -np 8 -H node1:4,node2:4 -p 2222 -i ~/.ssh/train_key python3 train.py
+
+  # horovodrun's config file (YAML with PyYAML, or JSON); flags given here win
+  zenrun -np 4 --config-file horovod.yaml --log-level info python3 train.py
+
   # hosts on a management and a data network: every connection on the data one (eth1)
   zenrun -np 8 -H node1:4,node2:4 --network-interface eth1 python3 train.py
 
@@ -75,7 +84,7 @@ examples:
          --launch-command 'ip netns exec {host} sh -c' python3 train.py
 
 environment:
-  ZENRUN_LAUNCH_COMMAND   default of --launch-command
+  ZENRUN_LAUNCH_COMMAND   default of --launch-command (like it, excludes -p/-i)
   ZENRUN_START_TIMEOUT    default of --start-timeout
   ZENRUN_REMOTE_PYTHON    interpreter that runs the rank wrapper on remote hosts (python3)
   ZEN_*                   passed to the ranks as they are; flags override them
@@ -143,8 +152,28 @@ def _env_float(name, default):
         return text  # reported as a usage error in parse()
 
 
+# horovodrun's flags for the settings zenrun lacks (config_file.UNSUPPORTED says why).
+_HOROVODRUN_ONLY = {
+    "--hierarchical-allreduce": "hierarchical_allreduce",
+    "--no-hierarchical-allreduce": "hierarchical_allreduce",
+    "--hierarchical-allgather": "hierarchical_allgather",
+    "--no-hierarchical-allgather": "hierarchical_allgather",
+    "--mpi-threads-disable": "mpi_threads_disable", "--num-nccl-streams": "num_nccl_streams",
+    "--thread-affinity": "thread_affinity", "--gloo-timeout-seconds": "gloo_timeout_seconds",
+    "--binding-args": "binding_args", "--jsrun": "use_jsrun",
+    "--blacklist-cooldown-range": "cooldown_range",
+}
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message):
+        if message.startswith("unrecognized arguments: "):
+            known = [w.split("=", 1)[0] for w in message.split()[2:]
+                     if w.split("=", 1)[0] in _HOROVODRUN_ONLY]
+            if known:
+                message += "; " + "; ".join(
+                    f"horovodrun's {w} has no zenrun counterpart: "
+                    f"{config_file.UNSUPPORTED[_HOROVODRUN_ONLY[w]]}" for w in known)
         self.print_usage(sys.stderr)
         self.exit(2, f"zenrun: error: {message}\n")
 
@@ -160,7 +189,7 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
         allow_abbrev=False,
     )
-    p.add_argument("--version", action="version", version=f"zenrun {zen.__version__}")
+    p.add_argument("-v", "--version", action="version", version=f"zenrun {zen.__version__}")
     p.add_argument("-np", "--num-proc", dest="num_proc", metavar="N",
                    type=_number("-np", lo=1, integer=True),
                    help="number of ranks (elastic: the workers started first; default "
@@ -171,9 +200,9 @@ def build_parser():
     hosts.add_argument("-hostfile", "--hostfile", metavar="FILE",
                        help="file of 'host slots=N' lines")
     mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--tcp", dest="mode", action="store_const", const="tcp",
-                      help="zenrun starts every rank itself (default); remote hosts "
-                      "through --launch-command")
+    mode.add_argument("--tcp", "--gloo", dest="mode", action="store_const", const="tcp",
+                      help="zenrun starts every rank itself (default; --gloo: "
+                      "horovodrun's name for it); remote hosts through --launch-command")
     mode.add_argument("--mpi", dest="mode", action="store_const", const="mpi",
                       help="run the ranks through Open MPI's mpirun; ranks read "
                       "OMPI_COMM_WORLD_*")
@@ -211,8 +240,21 @@ def build_parser():
                        type=_number("--stall-check-time", lo=0, hi=1e7),
                        help="warn about ranks that have not posted after S seconds -> "
                        "ZEN_STALL_CHECK_TIME_SECONDS (default 60)")
+    knobs.add_argument("--stall-check-shutdown-time-seconds", dest="stall_shutdown_time",
+                       metavar="S", type=_number("--stall-check-shutdown-time-seconds",
+                                                 lo=0, hi=1e7),
+                       help="after S seconds of a stall every rank's pending and later "
+                       "operations fail, naming the stalled ranks; at least the warning time "
+                       "-> ZEN_STALL_SHUTDOWN_TIME_SECONDS (default 0: never)")
+    knobs.add_argument("--no-stall-check", action="store_true",
+                       help="no stall warnings and no stall shutdown -> "
+                       "ZEN_STALL_CHECK_TIME_SECONDS=0")
     knobs.add_argument("--log-level", metavar="L", type=_log_level,
                        help=f"{', '.join(LOG_LEVELS)} -> ZEN_LOG_LEVEL (default warn)")
+    knobs.add_argument("--log-without-timestamp", "--log-hide-timestamp", dest="log_hide_time",
+                       action="store_true",
+                       help="the library's log lines without the time of day -> "
+                       "ZEN_LOG_HIDE_TIME=1")
 
     tune = p.add_argument_group("autotune (Horovod's; rank 0 tunes the fusion threshold and "
                                 "the cycle time, except those given above)")
@@ -285,10 +327,10 @@ def build_parser():
     launch.add_argument("--output-filename", metavar="DIR",
                         help="also write each rank's output to DIR/rank.N/{stdout,stderr}")
     launch.add_argument("--launch-command", metavar="TEMPLATE",
-                        default=os.environ.get("ZENRUN_LAUNCH_COMMAND", DEFAULT_LAUNCH_COMMAND),
                         help="--tcp: how a rank starts on a remote host; {host} is replaced "
                         "by the host name and one argument, a POSIX shell command line, is "
-                        "appended (default '%(default)s', or ZENRUN_LAUNCH_COMMAND)")
+                        f"appended (default '{DEFAULT_LAUNCH_COMMAND}' with -p/-i added, or "
+                        "ZENRUN_LAUNCH_COMMAND)")
     launch.add_argument("--controller-addr", metavar="HOST[:PORT]",
                         help="--tcp: ZEN_CONTROLLER_ADDR (default 127.0.0.1:<free port> "
                         "on one local host, else <first host>:<port>)")
@@ -309,6 +351,28 @@ def build_parser():
                         help="--mpi: extra mpirun arguments, e.g. \"-mca btl ^openib\"")
     launch.add_argument("--verbose", action="store_true",
                         help="print the placement and the commands zenrun runs")
+    launch.add_argument("--disable-cache", action="store_true",
+                        help="horovodrun's: do the launch checks on every run rather than "
+                        "reuse cached results; zenrun caches none, so it always does (the "
+                        "library's response cache is --cache-capacity 0)")
+    launch.add_argument("-prefix-timestamp", "--prefix-output-with-timestamp",
+                        dest="prefix_timestamp", action="store_true",
+                        help="begin every rank output line with the local time, as "
+                        "horovodrun: 'Thu Dec  3 10:32:06 2026[0]<stdout>:...'")
+    launch.add_argument("--config-file", metavar="FILE",
+                        help="horovodrun's YAML (or JSON) config file: its params, autotune, "
+                        "timeline, stall_check, logging and controller sections set the "
+                        "flags of the same names; flags given on the command line win "
+                        "(README: Launching jobs with zenrun)")
+
+    ssh = p.add_argument_group("ssh (remote hosts; horovodrun's)")
+    ssh.add_argument("-p", "--ssh-port", metavar="PORT",
+                     type=_number("--ssh-port", lo=1, hi=65535, integer=True),
+                     help="ssh port of every remote host: added to the default launch "
+                     "command (ssh -p PORT); --mpi: mpirun's plm_rsh_args")
+    ssh.add_argument("-i", "--ssh-identity-file", metavar="FILE",
+                     help="private key ssh reads on this machine: added to the default "
+                     "launch command (ssh -i FILE); --mpi: mpirun's plm_rsh_args")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="CMD ARGS...",
                    help="the program every rank runs")
     return p
@@ -318,6 +382,8 @@ def parse(argv):
     """Parses and checks argv; returns the namespace (exits 2 on usage errors)."""
     p = build_parser()
     args = p.parse_args(argv)
+    if args.config_file is not None:
+        config_file.apply(p, args, argv)
     if args.command and args.command[0] == "--":
         args.command = args.command[1:]
     if not args.command:
@@ -332,24 +398,103 @@ def parse(argv):
                 f"not '{args.start_timeout}'")
     if not 0 <= args.start_timeout <= 1e7:
         p.error(f"--start-timeout must be in [0, 1e7], not {args.start_timeout}")
-    try:
-        words = shlex.split(args.launch_command)
-    except ValueError as e:
-        p.error(f"--launch-command '{args.launch_command}': {e}")
-    if not any("{host}" in w for w in words):
-        p.error(f"--launch-command '{args.launch_command}' must contain {{host}}, e.g. "
-                f"'{DEFAULT_LAUNCH_COMMAND}' or 'ip netns exec {{host}} sh -c'")
-    args.launch_words = words
+    args.launch_words = _launch_words(p, args)
     try:
         args.mpi_words = shlex.split(args.mpi_args)
     except ValueError as e:
         p.error(f"--mpi-args '{args.mpi_args}': {e}")
+    args.rsh_args = _rsh_args(p, args)
+    _check_stall(p, args)
     if args.controller_addr is not None:
         host, sep, port = args.controller_addr.rpartition(":")
         if sep and (not host or not port.isdigit() or not 0 < int(port) < 65536):
             p.error(f"--controller-addr '{args.controller_addr}': expected HOST or HOST:PORT")
     args.parser = p
     return args
+
+
+def _ssh_words(args):
+    """horovodrun's -p/-i as ssh arguments (empty when neither is given)."""
+    words = []
+    if args.ssh_port is not None:
+        words += ["-p", str(args.ssh_port)]
+    if args.ssh_identity_file is not None:
+        words += ["-i", args.ssh_identity_file]
+    return words
+
+
+def _launch_words(p, args):
+    """The launch command as words: --launch-command, else ZENRUN_LAUNCH_COMMAND, else ssh
+    with -p/-i. -p/-i and a launch command of one's own exclude each other: zenrun cannot know
+    where such a command takes ssh options (or whether it runs ssh at all), and dropping them
+    would be a flag accepted and ignored."""
+    given, source = args.launch_command, "--launch-command"
+    if given is None and "ZENRUN_LAUNCH_COMMAND" in os.environ:
+        given, source = os.environ["ZENRUN_LAUNCH_COMMAND"], "ZENRUN_LAUNCH_COMMAND"
+    ssh = _ssh_words(args)
+    if given is None:
+        words = shlex.split(DEFAULT_LAUNCH_COMMAND)
+        return words[:-1] + ssh + words[-1:]  # options before the host: ssh ... -p P {host}
+    if ssh:
+        p.error(f"-p/--ssh-port and -i/--ssh-identity-file apply to the default launch command "
+                f"('{DEFAULT_LAUNCH_COMMAND}'), not to {source} '{given}': put the ssh options "
+                f"into it (e.g. 'ssh -o BatchMode=yes {shlex.join(ssh)} {{host}}')")
+    try:
+        words = shlex.split(given)
+    except ValueError as e:
+        p.error(f"{source} '{given}': {e}")
+    if not any("{host}" in w for w in words):
+        p.error(f"{source} '{given}' must contain {{host}}, e.g. "
+                f"'{DEFAULT_LAUNCH_COMMAND}' or 'ip netns exec {{host}} sh -c'")
+    return words
+
+
+def _rsh_args(p, args):
+    """--mpi: -p/-i as Open MPI's plm_rsh_args (Horovod's mpi_run.py), one string that Open
+    MPI splits at spaces, without quoting: a path with white space cannot go through it."""
+    ssh = _ssh_words(args)
+    if args.ssh_identity_file is not None:
+        path = args.ssh_identity_file
+        if not os.path.isfile(path) or not os.access(path, os.R_OK):
+            p.error(f"-i/--ssh-identity-file '{path}' is not a readable file")
+        if args.mode == "mpi" and any(c.isspace() for c in path):
+            p.error(f"--mpi: -i/--ssh-identity-file '{path}' contains white space, which "
+                    f"Open MPI's plm_rsh_args cannot carry")
+    if args.mode != "mpi" or not ssh:
+        return None
+    if any("plm_rsh_args" in w for w in args.mpi_words):
+        p.error("-p/--ssh-port and -i/--ssh-identity-file set Open MPI's plm_rsh_args, which "
+                "--mpi-args sets too: give the ssh options in one place")
+    return " ".join(ssh)
+
+
+def _check_stall(p, args):
+    """A stall flag either works or is refused: --no-stall-check turns the inspector off, so
+    warning and shutdown times next to it would be ignored; the inspector looks only at names
+    older than the warning time, so a shutdown time below it would act as the warning time."""
+    if args.no_stall_check:
+        for value, flag in ((args.stall_check_time, "--stall-check-warning-time-seconds"),
+                            (args.stall_shutdown_time, "--stall-check-shutdown-time-seconds")):
+            if value is not None:
+                p.error(f"--no-stall-check turns the stall check off: {flag} would do nothing")
+        return
+    shutdown = args.stall_shutdown_time
+    if not shutdown:
+        return
+    warning, source = args.stall_check_time, "--stall-check-warning-time-seconds"
+    if warning is None:
+        text = os.environ.get("ZEN_STALL_CHECK_TIME_SECONDS")
+        try:
+            warning, source = float(text), "ZEN_STALL_CHECK_TIME_SECONDS"
+        except (TypeError, ValueError):
+            warning, source = DEFAULT_STALL_WARNING, "the default warning time"
+    if warning <= 0:
+        p.error(f"--stall-check-shutdown-time-seconds needs the stall check, which {source}="
+                f"{_num_text(warning)} turns off")
+    if shutdown < warning:
+        p.error(f"--stall-check-shutdown-time-seconds {_num_text(shutdown)} is below {source} "
+                f"({_num_text(warning)} s): a stall is seen only after the warning time "
+                f"(lower it with --stall-check-warning-time-seconds)")
 
 
 def _check_elastic(p, args):
@@ -421,8 +566,14 @@ def knob_env(args):
         env["ZEN_TIMELINE_MARK_CYCLES"] = "1"
     if args.stall_check_time is not None:
         env["ZEN_STALL_CHECK_TIME_SECONDS"] = _num_text(args.stall_check_time)
+    if args.no_stall_check:
+        env["ZEN_STALL_CHECK_TIME_SECONDS"] = "0"  # the inspector's "off" (stall_inspector.h)
+    if args.stall_shutdown_time is not None:
+        env["ZEN_STALL_SHUTDOWN_TIME_SECONDS"] = _num_text(args.stall_shutdown_time)
     if args.log_level is not None:
         env["ZEN_LOG_LEVEL"] = args.log_level
+    if args.log_hide_time:
+        env["ZEN_LOG_HIDE_TIME"] = "1"
     if args.network_interface is not None:
         env["ZEN_IFACE"] = args.network_interface
     if args.autotune:

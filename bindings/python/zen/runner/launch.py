@@ -37,7 +37,8 @@ def main(argv=None):
         p.error(str(e))
 
     # Elastic: output prefixes and log folders are numbered by worker (order of start).
-    output = Output(max(args.num_proc, args.max_np or 0), args.output_filename)
+    output = Output(max(args.num_proc, args.max_np or 0), args.output_filename,
+                    timestamps=args.prefix_timestamp)
     unknown = sorted(k for k in os.environ
                      if k.startswith("ZEN_") and k not in arglib.KNOWN_VARIABLES)
     if unknown:

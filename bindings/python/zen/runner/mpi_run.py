@@ -4,7 +4,8 @@ The command is Horovod's (horovod/runner/mpi_run.py), trimmed:
 
     mpirun [--allow-run-as-root] --tag-output -np N -H h1:s1,h2:s2 [--oversubscribe]
            -bind-to none -map-by slot [-mca btl_tcp_if_include IFACES -mca oob_tcp_if_include
-           IFACES] [--mpi-args ...] -x ZEN_... -x PYTHONUNBUFFERED
+           IFACES] [-mca plm_rsh_args "-p PORT -i FILE"] [--mpi-args ...] -x ZEN_...
+           -x PYTHONUNBUFFERED
            python3 rank_wrapper.py --token T -- CMD ARGS...
 
 Ranks read their placement from OMPI_COMM_WORLD_* (the library derives it from the MPI
@@ -127,6 +128,8 @@ def build_command(args, hosts, slots, env, mpirun="mpirun", python=None, token="
     if env.get("ZEN_IFACE"):  # --network-interface, as horovodrun passes it to Open MPI
         argv += ["-mca", "btl_tcp_if_include", env["ZEN_IFACE"],
                  "-mca", "oob_tcp_if_include", env["ZEN_IFACE"]]
+    if getattr(args, "rsh_args", None):  # -p/-i, as horovodrun passes them to Open MPI
+        argv += ["-mca", "plm_rsh_args", args.rsh_args]
     argv += list(args.mpi_words)
     for name in sorted(env):
         if name.startswith("ZEN_") or name in _ALSO_EXPORTED:

@@ -1,17 +1,21 @@
 """Rank output: whole lines, prefixed `[rank]<stdout>:` / `[rank]<stderr>:` as horovodrun
 does, written under one lock so lines from different ranks never interleave, optionally
-copied (unprefixed) to DIR/rank.N/{stdout,stderr} (--output-filename, Horovod's layout)."""
+copied (unprefixed) to DIR/rank.N/{stdout,stderr} (--output-filename, Horovod's layout);
+with timestamps, each prefix begins with the local time as time.asctime() writes it
+(horovodrun --prefix-output-with-timestamp)."""
 
 import os
 import sys
 import threading
+import time
 
 from zen.runner.rank_wrapper import READY_PREFIX
 
 
 class Output:
-    def __init__(self, num_ranks, log_dir=None):
+    def __init__(self, num_ranks, log_dir=None, timestamps=False):
         self._lock = threading.Lock()
+        self._timestamps = timestamps
         self._streams = {"stdout": sys.stdout.buffer, "stderr": sys.stderr.buffer}
         self._broken = set()
         self._logs = {}
@@ -48,8 +52,9 @@ class Output:
         """One line (bytes, newline added if missing) of `rank`'s `stream`."""
         if not line.endswith(b"\n"):
             line += b"\n"
+        stamp = time.asctime() if self._timestamps else ""
         with self._lock:
-            self._write(stream, f"[{rank}]<{stream}>:".encode() + line)
+            self._write(stream, f"{stamp}[{rank}]<{stream}>:".encode() + line)
             log = self._logs.get((rank, stream))
             if log is not None:
                 log.write(line)
