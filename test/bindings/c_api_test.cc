@@ -897,17 +897,25 @@ Body expectHomogeneous(int expected) {
   };
 }
 
-// Hand-set placement on "hosts" of the given slot counts, filled in rank order.
+// Hand-set placement on "hosts" of the given slot counts, filled in rank order; cross rank and
+// size among the hosts that have this local rank (Horovod's).
 RankEnv hostsOf(std::vector<int> slots) {
   return [slots](int rank) {
-    int host = 0;
+    size_t host = 0;
     int first = 0;
-    while (rank >= first + slots[static_cast<size_t>(host)]) first += slots[host++];
-    return std::map<std::string, std::string>{
-        {"ZEN_LOCAL_RANK", std::to_string(rank - first)},
-        {"ZEN_LOCAL_SIZE", std::to_string(slots[static_cast<size_t>(host)])},
-        {"ZEN_CROSS_RANK", std::to_string(host)},
-        {"ZEN_CROSS_SIZE", std::to_string(slots.size())}};
+    while (rank >= first + slots[host]) first += slots[host++];
+    const int local = rank - first;
+    int crossRank = 0;
+    int crossSize = 0;
+    for (size_t h = 0; h < slots.size(); ++h) {
+      if (slots[h] <= local) continue;
+      if (h < host) ++crossRank;
+      ++crossSize;
+    }
+    return std::map<std::string, std::string>{{"ZEN_LOCAL_RANK", std::to_string(local)},
+                                              {"ZEN_LOCAL_SIZE", std::to_string(slots[host])},
+                                              {"ZEN_CROSS_RANK", std::to_string(crossRank)},
+                                              {"ZEN_CROSS_SIZE", std::to_string(crossSize)}};
   };
 }
 
