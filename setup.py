@@ -38,7 +38,7 @@ ROOT = os.path.dirname(os.path.abspath(__file__))
 PY_ROOT = os.path.join("bindings", "python")
 TF_EXT = "zen.tensorflow._zen_tf_ops"  # zen/tensorflow/_zen_tf_ops.so, as zen.tensorflow loads it
 TF_SOURCES = [os.path.join("bindings", "tensorflow", s)
-              for s in ("zen_tf_ops.cc", "zen_tf_kernels.cc")]
+              for s in ("zen_tf_ops.cc", "zen_tf_kernels.cc", "zen_tf_placement.cc")]
 TF_HEADERS = [os.path.join("bindings", "c_api.h"),
               os.path.join("bindings", "tensorflow", "zen_tf_async.h")]
 

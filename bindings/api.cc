@@ -35,21 +35,6 @@ struct CompletionScope {
 
 }  // namespace
 
-Placement placementFor(const Config& config, int rank, int size, std::string backend) {
-  Placement p;
-  p.rank = rank;
-  p.size = size;
-  p.backend = std::move(backend);
-  // Nothing said: every rank on one host.
-  p.localRank = config.localRank.value_or(config.mpiLocalRank.value_or(rank));
-  p.localSize = config.localSize.value_or(config.mpiLocalSize.value_or(size));
-  p.localSize = std::max(p.localSize, 1);
-  // Without zenrun's cross placement: hosts filled in rank order (-map-by slot).
-  p.crossRank = config.crossRank.value_or(rank / p.localSize);
-  p.crossSize = config.crossSize.value_or((size + p.localSize - 1) / p.localSize);
-  return p;
-}
-
 Api::~Api() {
   (void)shutdown();
   waitForTeardown();
@@ -124,6 +109,8 @@ Status Api::init(Config config, const Factory& factory, std::string backend) {
   ZEN_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, factory(config));
   std::lock_guard<std::mutex> lock(mu_);
   placement_ = placementFor(config, rt->rank(), rt->size(), std::move(backend));
+  placement_.homogeneous = rt->launch().homogeneous;
+  placement_.mpiThreadsSupported = rt->launch().mpiThreadsSupported;
   config_ = std::move(config);
   runtime_ = std::shared_ptr<Runtime>(rt.release(), [this](Runtime* r) { retire(r); });
   return Status::ok();

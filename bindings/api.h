@@ -23,21 +23,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "bindings/placement.h"
 #include "core/config.h"
 #include "core/runtime.h"
 
 namespace zen::bindings {
-
-// Where this process sits in the job.
-struct Placement {
-  int rank = 0;
-  int size = 1;
-  int localRank = 0;
-  int localSize = 1;
-  int crossRank = 0;
-  int crossSize = 1;
-  std::string backend;  // "tcp", "mpi", "in-process"
-};
 
 // Called on the background thread when an operation ends (after its outputs are readable).
 using Completion = std::function<void(int64_t id, const Status& status)>;
@@ -144,9 +134,5 @@ class Api {
 
 // The process's Api, used by every C API call (created on first use, destroyed at exit).
 Api& processApi();
-
-// Placement from Config and the runtime's rank and size: ZEN_LOCAL_* (zenrun), the MPI
-// launcher's local placement, else one host.
-Placement placementFor(const Config& config, int rank, int size, std::string backend);
 
 }  // namespace zen::bindings

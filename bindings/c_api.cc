@@ -11,6 +11,10 @@
 
 #include "bindings/api.h"
 
+#ifdef ZEN_HAVE_NCCL
+#include "cuda/nccl_comm.h"  // ncclBuildVersion
+#endif
+
 namespace zen::bindings {
 namespace {
 
@@ -241,13 +245,14 @@ int enqueueReduction(int32_t kind,
   return enqueueOps(&op, 1, handle);
 }
 
-int placementField(int Placement::*field) {
+template <typename T>
+int placementField(T Placement::*field) {
   Result<Placement> p = api().placement();
   if (!p.isOk()) {
     fail(ZEN_NOT_INITIALIZED, p.status().message());
     return -1;
   }
-  return p.value().*field;
+  return static_cast<int>(p.value().*field);
 }
 
 nlohmann::json statsJson(const RuntimeStats& s) {
@@ -334,6 +339,12 @@ int zen_cross_rank(void) {
 int zen_cross_size(void) {
   return zen::bindings::placementField(&Placement::crossSize);
 }
+int zen_is_homogeneous(void) {
+  return zen::bindings::placementField(&Placement::homogeneous);
+}
+int zen_mpi_threads_supported(void) {
+  return zen::bindings::placementField(&Placement::mpiThreadsSupported);
+}
 
 const char* zen_backend(void) {
   auto p = api().placement();
@@ -352,6 +363,22 @@ const char* zen_version(void) {
 int zen_cuda_built(void) {
 #ifdef ZEN_HAVE_NCCL
   return 1;
+#else
+  return 0;
+#endif
+}
+
+int zen_mpi_built(void) {
+#ifdef ZEN_HAVE_MPI
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+int zen_nccl_built(void) {
+#ifdef ZEN_HAVE_NCCL
+  return zen::cuda::ncclBuildVersion();
 #else
   return 0;
 #endif

@@ -58,8 +58,9 @@ extern "C" {
  *    (zen_sparse_result refuses it with ZEN_INVALID_ARGUMENT).
  * 5: ZEN_ADASUM.
  * 6: process sets (zen_add_process_set, zen_remove_process_set, zen_process_set_ranks;
- *    zen_op_t gained process_set). */
-#define ZEN_C_API_VERSION 6
+ *    zen_op_t gained process_set).
+ * 7: zen_is_homogeneous, zen_mpi_threads_supported, zen_mpi_built, zen_nccl_built. */
+#define ZEN_C_API_VERSION 7
 
 /* Codes 1..8 are the daemon's status codes (zen::StatusCode). */
 typedef enum zen_code {
@@ -181,11 +182,23 @@ ZEN_C_EXPORT int zen_local_rank(void);
 ZEN_C_EXPORT int zen_local_size(void);
 ZEN_C_EXPORT int zen_cross_rank(void);
 ZEN_C_EXPORT int zen_cross_size(void);
+/* 1 when every host runs the same number of ranks (every rank's local size is the same), else
+ * 0; the same on every rank, established once by zen_init (the ranks compare their local sizes
+ * while connecting). -1 before zen_init. */
+ZEN_C_EXPORT int zen_is_homogeneous(void);
+/* 1 when the job runs over MPI and MPI provided MPI_THREAD_MULTIPLE (other MPI users may run
+ * beside Zen's background thread), 0 otherwise (other backends included); -1 before
+ * zen_init. */
+ZEN_C_EXPORT int zen_mpi_threads_supported(void);
 /* "tcp", "mpi", "in-process"; "" before zen_init. Static storage. */
 ZEN_C_EXPORT const char* zen_backend(void);
 ZEN_C_EXPORT const char* zen_version(void);
 /* 1 when this libzen takes CUDA tensors (built with CUDA and NCCL), else 0. */
 ZEN_C_EXPORT int zen_cuda_built(void);
+/* 1 when this libzen has the MPI backend (CMake ZEN_WITH_MPI=ON), else 0. */
+ZEN_C_EXPORT int zen_mpi_built(void);
+/* NCCL_VERSION_CODE of the NCCL this libzen was built with (e.g. 22809 for 2.28.9), else 0. */
+ZEN_C_EXPORT int zen_nccl_built(void);
 /* The message of the last failed call on this thread ("" if none); valid until this
  * thread's next failing call. */
 ZEN_C_EXPORT const char* zen_last_error(void);

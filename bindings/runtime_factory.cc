@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "bindings/placement.h"
 #include "controller/channel_negotiator.h"
 #include "core/logging.h"
 #include "ops/cpu_executor.h"
@@ -147,7 +148,10 @@ Result<std::unique_ptr<Runtime>> createTcpRuntime(const Config& config,
   } else {
     ZEN_ASSIGN_OR_RETURN(data, connectTcpData(config, *control, options));
   }
-  return assembleRuntime(config, std::move(control), std::move(data), std::move(logger));
+  LaunchFacts launch;
+  ZEN_ASSIGN_OR_RETURN(launch.homogeneous, hostsHomogeneous(config, *control));
+  return assembleRuntime(config, std::move(control), std::move(data), std::move(logger), {},
+                         launch);
 }
 
 Result<std::unique_ptr<Runtime>> createMpiRuntime(const Config& config,
@@ -184,14 +188,23 @@ Result<std::unique_ptr<Runtime>> createMpiRuntime(const Config& config,
   Result<std::unique_ptr<ops::Transport>> control = ops::createMpiTransport(options);
   Result<std::unique_ptr<ops::Transport>> data =
       control.isOk() ? ops::createMpiTransport(options) : control.status();
-  if (!control.isOk() || !data.isOk()) {
-    const Status failed = !control.isOk() ? control.status() : data.status();
-    control = Status::ok();  // frees the communicator before finalizing
+  LaunchFacts launch;
+  launch.mpiThreadsSupported = provided == MPI_THREAD_MULTIPLE;
+  Result<bool> homogeneous = control.isOk() && data.isOk()
+                                 ? hostsHomogeneous(config, *control.value())
+                                 : Result<bool>(false);
+  if (!control.isOk() || !data.isOk() || !homogeneous.isOk()) {
+    const Status failed = !control.isOk() ? control.status()
+                          : !data.isOk()  ? data.status()
+                                          : homogeneous.status();
+    control = Status::ok();  // frees the communicators before finalizing
+    data = Status::ok();
     if (finalizer) finalizer();
     return failed;
   }
+  launch.homogeneous = homogeneous.value();
   return assembleRuntime(config, std::move(control).value(), std::move(data).value(),
-                         std::move(logger), std::move(finalizer));
+                         std::move(logger), std::move(finalizer), launch);
 #else
   (void)config;
   (void)logger;
@@ -223,7 +236,8 @@ Result<std::unique_ptr<Runtime>> assembleRuntime(const Config& config,
                                                  std::unique_ptr<ops::Transport> control,
                                                  std::unique_ptr<ops::Transport> data,
                                                  std::shared_ptr<spdlog::logger> logger,
-                                                 std::function<void()> finalizer) {
+                                                 std::function<void()> finalizer,
+                                                 LaunchFacts launch) {
   ZEN_CHECK_ARG(control && data, "a runtime needs a control and a data transport");
   const int rank = control->rank();
   const int size = control->size();
@@ -231,6 +245,7 @@ Result<std::unique_ptr<Runtime>> assembleRuntime(const Config& config,
                 "the control transport is rank {} of {}, the data transport rank {} of {}", rank,
                 size, data->rank(), data->size());
   RuntimeOptions options = RuntimeOptions::fromConfig(config, rank, size);
+  options.launch = launch;
   if (logger) options.logger = logger;
   std::unique_ptr<controller::ParameterManager> tuner;
   if (config.autotune && rank == 0) {

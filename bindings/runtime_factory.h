@@ -64,11 +64,14 @@ Result<std::unique_ptr<Runtime>> createInProcessRuntime(
 
 // The common tail: channel, negotiator and executor over the two transports: the CPU
 // executor, paired in a CUDA build with the CUDA executor for GPU tensors
-// (cuda/dispatch_executor.h; a build without CUDA refuses GPU tensors at enqueue).
+// (cuda/dispatch_executor.h; a build without CUDA refuses GPU tensors at enqueue). launch:
+// what the factory learned while connecting (TCP and MPI compare the ranks' local sizes,
+// bindings/placement.h; in-process ranks, which connect only in the first cycle, are one host).
 Result<std::unique_ptr<Runtime>> assembleRuntime(const Config& config,
                                                  std::unique_ptr<ops::Transport> control,
                                                  std::unique_ptr<ops::Transport> data,
                                                  std::shared_ptr<spdlog::logger> logger,
-                                                 std::function<void()> finalizer = {});
+                                                 std::function<void()> finalizer = {},
+                                                 LaunchFacts launch = {});
 
 }  // namespace zen::bindings

@@ -40,9 +40,17 @@
 
 namespace zen {
 
+// What a launch established while its ranks connected (bindings/runtime_factory.cc), which
+// the bindings report (zen_is_homogeneous, zen_mpi_threads_supported) without a collective.
+struct LaunchFacts {
+  bool homogeneous = true;           // every host runs as many ranks (the same on every rank)
+  bool mpiThreadsSupported = false;  // MPI provided MPI_THREAD_MULTIPLE (MPI backend only)
+};
+
 struct RuntimeOptions {
   int rank = 0;
   int size = 1;
+  LaunchFacts launch;
   double cycleTimeMs = 1.0;  // ZEN_CYCLE_TIME
   std::string timeline;      // ZEN_TIMELINE: a path (".rank<N>" is inserted), DYNAMIC or off
   bool timelineMarkCycles = false;
@@ -143,6 +151,7 @@ class Runtime {
 
   int rank() const { return options_.rank; }
   int size() const { return options_.size; }
+  const LaunchFacts& launch() const { return options_.launch; }
   // Process set `id`'s ranks in the job, ascending, once this rank has registered it; empty
   // for an unknown or removed id. Thread-safe.
   std::vector<int32_t> processSetRanks(int32_t id) const;

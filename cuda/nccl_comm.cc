@@ -525,4 +525,8 @@ void NcclComm::resetCounters() {
   for (int p = 0; p < impl_->size; ++p) impl_->sent[p] = impl_->received[p] = 0;
 }
 
+int ncclBuildVersion() {
+  return NCCL_VERSION_CODE;
+}
+
 }  // namespace zen::cuda

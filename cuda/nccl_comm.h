@@ -148,4 +148,8 @@ class NcclComm {
   std::unique_ptr<Impl> impl_;
 };
 
+// NCCL_VERSION_CODE of the nccl.h Zen was built with (Horovod's nccl_built(), e.g. 22809 for
+// 2.28.9).
+int ncclBuildVersion();
+
 }  // namespace zen::cuda

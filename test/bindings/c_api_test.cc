@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -82,19 +83,25 @@ std::vector<int> reap(const std::vector<pid_t>& pids, double limitSeconds) {
   }
 }
 
+// Extra ZEN_* variables of a rank (its hand-set placement).
+using RankEnv = std::function<std::map<std::string, std::string>(int rank)>;
+
 // n ranks; each initializes the process's Api over TCP (rank 0 on an ephemeral port it
 // reports through a pipe before the others start), then runs body with the C API.
-std::vector<int> forkRanks(int n, double limitSeconds, const Body& body) {
+std::vector<int> forkRanks(int n, double limitSeconds, const Body& body, const RankEnv& env = {}) {
   int fds[2];
   if (pipe(fds) != 0) return {};
   std::fflush(stdout);
   std::fflush(stderr);
   auto child = [&](int rank, const std::string& address, int portFd) {
     clearZenEnvironment();
-    Config config = bindingsConfig({{"ZEN_RANK", std::to_string(rank)},
-                                    {"ZEN_SIZE", std::to_string(n)},
-                                    {"ZEN_CONTROLLER_ADDR", address},
-                                    {"ZEN_SECRET", "c-api-test"}});
+    std::map<std::string, std::string> vars =
+        env ? env(rank) : std::map<std::string, std::string>{};
+    vars.insert({{"ZEN_RANK", std::to_string(rank)},
+                 {"ZEN_SIZE", std::to_string(n)},
+                 {"ZEN_CONTROLLER_ADDR", address},
+                 {"ZEN_SECRET", "c-api-test"}});
+    Config config = bindingsConfig(vars);
     auto factory = [portFd](const Config& c) {
       auto onListening = [portFd](uint16_t port) {
         if (write(portFd, &port, sizeof(port)) != sizeof(port)) _exit(92);
@@ -851,6 +858,88 @@ TEST(CApi, EveryInitTakesItsRoundsControllerSocket) {
 }
 
 // A C program (compiled as C) running a job of one through zen_init().
+// The NCCL_VERSION_CODE of the nccl.h this build compiled against (CMake passes its path,
+// "" without NCCL), read from the header itself: 0 without NCCL.
+int buildNcclVersion() {
+  const std::string header = ZENTEST_NCCL_HEADER;
+  if (header.empty()) return 0;
+  std::ifstream in(header);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string define, name;
+    int value = -1;
+    if (words >> define >> name >> value && define == "#define" && name == "NCCL_VERSION_CODE")
+      return value;
+  }
+  ADD_FAILURE() << "no NCCL_VERSION_CODE in " << header;
+  return -1;
+}
+
+TEST(CApi, BuildInfoMatchesTheBuild) {
+  EXPECT_EQ(zen_mpi_built(), ZENTEST_WITH_MPI);
+  EXPECT_EQ(zen_nccl_built(), buildNcclVersion());
+  EXPECT_EQ(zen_cuda_built(), zen_nccl_built() != 0 ? 1 : 0);
+  EXPECT_EQ(ZEN_C_API_VERSION, 7);
+}
+
+// Every rank reports `expected` from zen_is_homogeneous, -1 before init, and 0 from
+// zen_mpi_threads_supported (TCP).
+Body expectHomogeneous(int expected) {
+  return [expected](int rank, int) {
+    if (zen_is_homogeneous() != expected || zen_mpi_threads_supported() != 0) {
+      std::fprintf(stderr, "rank %d: homogeneous %d (expected %d), mpi threads %d\n", rank,
+                   zen_is_homogeneous(), expected, zen_mpi_threads_supported());
+      return 1;
+    }
+    (void)zen_shutdown();  // not ZEN_OK where another rank stopped the job first
+    return zen_is_homogeneous() == -1 && zen_mpi_threads_supported() == -1 ? 0 : 3;
+  };
+}
+
+// Hand-set placement on "hosts" of the given slot counts, filled in rank order; cross rank and
+// size among the hosts that have this local rank (Horovod's).
+RankEnv hostsOf(std::vector<int> slots) {
+  return [slots](int rank) {
+    size_t host = 0;
+    int first = 0;
+    while (rank >= first + slots[host]) first += slots[host++];
+    const int local = rank - first;
+    int crossRank = 0;
+    int crossSize = 0;
+    for (size_t h = 0; h < slots.size(); ++h) {
+      if (slots[h] <= local) continue;
+      if (h < host) ++crossRank;
+      ++crossSize;
+    }
+    return std::map<std::string, std::string>{{"ZEN_LOCAL_RANK", std::to_string(local)},
+                                              {"ZEN_LOCAL_SIZE", std::to_string(slots[host])},
+                                              {"ZEN_CROSS_RANK", std::to_string(crossRank)},
+                                              {"ZEN_CROSS_SIZE", std::to_string(crossSize)}};
+  };
+}
+
+// Horovod's is_homogeneous: every host the same number of ranks, the same answer on every
+// rank. Hosts of 4 and 2 slots are not (size % local_size == 0 on the 2-slot host would say
+// they were); hosts of 2 and 2, one host, and a job of one are.
+TEST(CApi, IsHomogeneousComparesEveryHostsRanks) {
+  struct Case {
+    std::vector<int> slots;
+    int expected;
+  };
+  for (const Case& c :
+       {Case{{4, 2}, 0}, Case{{2, 1}, 0}, Case{{2, 2}, 1}, Case{{3}, 1}, Case{{1}, 1}}) {
+    int n = 0;
+    for (int s : c.slots) n += s;
+    const std::vector<int> codes =
+        forkRanks(n, 120, expectHomogeneous(c.expected), hostsOf(c.slots));
+    ASSERT_EQ(codes.size(), static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(codes[static_cast<size_t>(r)], 0) << n << " ranks, rank " << r;
+  }
+  EXPECT_EQ(zen_is_homogeneous(), -1);  // this process never initialized
+}
+
 TEST(CApi, CProgramRunsAJobOfOne) {
   std::fflush(stdout);
   std::fflush(stderr);

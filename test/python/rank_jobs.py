@@ -135,6 +135,77 @@ def zenrun_streaming(argv, extra_env=(), timeout=240, on_line=None):
     return proc.returncode, "".join(out), "".join(err)
 
 
+def hand_placement(slots):
+    """Each rank's ZEN_* placement (ZEN_RANK, ZEN_SIZE, ZEN_LOCAL_*, ZEN_CROSS_*) on "hosts" of
+    slots[h] ranks, filled in rank order, as zenrun -H would set it; cross rank and size are
+    Horovod's (among the hosts that have this local rank)."""
+    out = []
+    for host, n in enumerate(slots):
+        for local in range(n):
+            hosts = [h for h, m in enumerate(slots) if m > local]
+            out.append({"ZEN_RANK": str(len(out)), "ZEN_SIZE": str(sum(slots)),
+                        "ZEN_LOCAL_RANK": str(local), "ZEN_LOCAL_SIZE": str(n),
+                        "ZEN_CROSS_RANK": str(hosts.index(host)),
+                        "ZEN_CROSS_SIZE": str(len(hosts))})
+    return out
+
+
+def run_hand_placed(python, code, slots, extra_env=(), timeout=180):
+    """`python -c code` as the ranks of a TCP job on this machine whose placement says they
+    run on hosts of slots[h] ranks (hand_placement; no launcher); every rank's stdout, in rank
+    order, each rank having exited 0."""
+    drop = ("ZEN_", "ZENRUN_", "OMPI_", "PMI_")
+    with held_port() as port:
+        procs = []
+        for placement in hand_placement(slots):
+            env = dict(CHECK_ENV, ZEN_CONTROLLER_ADDR="127.0.0.1:%d" % port,
+                       ZEN_SECRET="hand-placed", **placement)
+            env.update(extra_env)
+            procs.append(subprocess.Popen([python, "-c", code], stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True,
+                                          env=environment(env, drop)))
+        results = []
+        try:
+            for proc in procs:
+                results.append(proc.communicate(timeout=timeout))
+        finally:
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+    for rank, (proc, (out, err)) in enumerate(zip(procs, results)):
+        assert proc.returncode == 0, "rank %d exited %d\n%s" % (rank, proc.returncode,
+                                                                err[-4000:])
+    return [out for out, _ in results]
+
+
+def homogeneity_code(module):
+    """What each rank of the hand-placed jobs runs (module: "zen.torch" or "zen.tensorflow"):
+    Horovod's answers before init (is_homogeneous and mpi_threads_supported raise ValueError,
+    mpi_enabled False, the build queries answer), then `HOMOGENEOUS <bool>` printed after."""
+    return (
+        "import %s as hvd\n"
+        "for refused in (hvd.is_homogeneous, hvd.mpi_threads_supported):\n"
+        "    try:\n"
+        "        refused()\n"
+        "        raise SystemExit(refused.__name__ + ' answered before init')\n"
+        "    except ValueError:\n"
+        "        pass\n"
+        "assert hvd.mpi_enabled() is False and isinstance(hvd.nccl_built(), int)\n"
+        "hvd.init()\n"
+        "print('HOMOGENEOUS', hvd.is_homogeneous(), flush=True)\n"
+        "hvd.barrier()\n"
+        "hvd.shutdown()\n") % module
+
+
+def assert_homogeneity(python, module, slots, expected, extra_env=()):
+    """Every rank of a job hand-placed on hosts of slots (run_hand_placed) says
+    is_homogeneous() == expected."""
+    outs = run_hand_placed(python, homogeneity_code(module), slots, extra_env)
+    for rank, out in enumerate(outs):
+        assert "HOMOGENEOUS %s" % expected in out, (slots, rank, out)
+
+
 def run_single_process(python, code, extra_env=(), drop=("ZEN_", "OMPI_", "PMI_")):
     """`python -c code` without a launcher (no launcher's variables); it must print "ok"."""
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120,

@@ -14,21 +14,21 @@ Run: tools/build-tf && /usr/bin/python3 -m pytest -q test/python/test_tensorflow
 (CTest: python_tf_*, which stage the package in the build directory first and name it in
 ZENTEST_PYTHONPATH.) ZENTEST_TF_JOBS selects the jobs (comma-separated: np2, np4, train2,
 train4, topk2, topk4, keras2, keras4, adasum2, adasum4, adasum3, single, ps4, syncbn2,
-syncbn4, elastic2; default all);
+syncbn4, elastic2, hosts; default all);
 ZENTEST_TF_PYTHON is the ranks' python (default .venv-tf/bin/python). A missing venv or op
 library fails, it is not skipped: tools/test promises these tests ran.
 """
 
 import pytest
 
-from rank_jobs import (SCHEMES, TF_ENV, TF_PYTHON, check_job, check_names, check_test,
-                       exit_test, job_fixture, require_zen_tensorflow, run_single_process,
-                       selected_jobs)
+from rank_jobs import (SCHEMES, TF_ENV, TF_PYTHON, assert_homogeneity, check_job,
+                       check_names, check_test, exit_test, job_fixture,
+                       require_zen_tensorflow, run_single_process, selected_jobs)
 
 require_zen_tensorflow()
 
 SELECTED = selected_jobs("ZENTEST_TF_JOBS", "np2,np4,train2,train4,topk2,topk4,keras2,keras4,"
-                         "adasum2,adasum4,adasum3,single,ps4,syncbn2,syncbn4,elastic2")
+                         "adasum2,adasum4,adasum3,single,ps4,syncbn2,syncbn4,elastic2,hosts")
 CHECK_NAMES = check_names("tf_checks.py")
 KERAS_CHECKS = check_names("tf_keras.py")
 TOPK_CHECKS = check_names("tf_topk.py")
@@ -110,3 +110,12 @@ def test_single_process_without_launcher():
         "assert all((a == b).all() for a, b in zip(sync.get_weights(), base.get_weights()))\n"
         "hvd.shutdown(); print('ok')\n"), extra_env=dict(TF_ENV, OMP_NUM_THREADS="1"),
         drop=("ZEN_", "ZENRUN_", "OMPI_", "PMI_"))
+
+
+@pytest.mark.parametrize("slots,expected", [([2, 1], False), ([1, 1], True)])
+def test_is_homogeneous_over_hand_placed_hosts(slots, expected):
+    """zen.tensorflow's is_homogeneous() on every rank of a TCP job hand-placed on hosts of
+    `slots` ranks (rank_jobs.run_hand_placed), and Horovod's answers before init."""
+    if "hosts" not in SELECTED:
+        pytest.skip("job hosts not selected (ZENTEST_TF_JOBS)")
+    assert_homogeneity(TF_PYTHON, "zen.tensorflow", slots, expected, TF_ENV)

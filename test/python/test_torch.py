@@ -6,7 +6,7 @@ Run: tools/build-python && /usr/bin/python3 -m pytest -q test/python/test_torch.
 (CTest: python_torch_*, which stage the package in the build directory first and name it in
 ZENTEST_PYTHONPATH.) ZENTEST_TORCH_JOBS selects the
 jobs (comma-separated: np2, np4, mpi, train2, train4, topk2, topk4, adasum2, adasum4, adasum3,
-single, example, ps4, syncbn2, syncbn4, elastic2, elastic3; default all). torch_topk.py (Compression.topk against
+single, example, ps4, syncbn2, syncbn4, elastic2, elastic3, hosts; default all). torch_topk.py (Compression.topk against
 a dense re-computation of DGC) is the topk jobs', torch_adasum.py (DistributedOptimizer(op=Adasum)
 against a numpy re-computation; 3 ranks: the daemon's power-of-two error) the adasum jobs',
 torch_process_sets.py (process sets on 4 ranks) the ps4 job's, torch_sync_batch_norm.py
@@ -22,9 +22,9 @@ import shutil
 
 import pytest
 
-from rank_jobs import (SCHEMES, TORCH_PYTHON, assert_word_lm_table, check_job, check_names,
-                       check_test, exit_test, job_fixture, require_zen_torch,
-                       run_single_process, run_word_lm, selected_jobs)
+from rank_jobs import (SCHEMES, TORCH_PYTHON, assert_homogeneity, assert_word_lm_table,
+                       check_job, check_names, check_test, exit_test, job_fixture,
+                       require_zen_torch, run_single_process, run_word_lm, selected_jobs)
 
 require_zen_torch()
 
@@ -37,7 +37,7 @@ ELASTIC_NAMES = check_names("torch_elastic.py")
 ADASUM_NOT_POW2 = "adasum_world_not_power_of_two"
 SELECTED = selected_jobs("ZENTEST_TORCH_JOBS", "np2,np4,mpi,train2,train4,topk2,topk4,"
                          "adasum2,adasum4,adasum3,single,example,ps4,syncbn2,syncbn4,"
-                         "elastic2,elastic3")
+                         "elastic2,elastic3,hosts")
 
 
 def torch_job(key, np, script, args, mpi=False):
@@ -110,6 +110,16 @@ def test_single_process_without_launcher():
         "    opt.zero_grad(); (w * w).sum().backward(); opt.step()\n"
         "assert torch.allclose(w, torch.zeros(3, dtype=torch.float64) - 0.9), w\n"
         "hvd.shutdown(); print('ok')\n"))
+
+
+@pytest.mark.parametrize("slots,expected", [([2, 1], False), ([1, 1], True)])
+def test_is_homogeneous_over_hand_placed_hosts(slots, expected):
+    """is_homogeneous() on every rank of a TCP job whose placement says it runs on hosts of
+    `slots` ranks: False for 2 + 1 (every rank, the 1-slot host's included, where
+    size % local_size == 0), True for 1 + 1; and Horovod's answers before init."""
+    if "hosts" not in SELECTED:
+        pytest.skip("job hosts not selected (ZENTEST_TORCH_JOBS)")
+    assert_homogeneity(TORCH_PYTHON, "zen.torch", slots, expected)
 
 
 def test_word_lm_example():

@@ -25,6 +25,7 @@ add_checkout_package()
 
 import zen.tensorflow as hvd  # noqa: E402
 from adasum_reference import adasum_tree, assert_close  # noqa: E402
+from build_info import check_build_info  # noqa: E402
 
 CHECKS = Checks()
 check = CHECKS.check
@@ -54,6 +55,99 @@ def basics():
     assert not hvd.mpi_enabled() and hvd.backend() == "tcp"
     assert hvd.Average != hvd.Sum
     assert "cycles" in hvd.stats()
+    check_build_info(hvd)  # one host: homogeneous
+
+
+@check
+def placement_ops():
+    """rank_op, local_rank_op, size_op, local_size_op and process_set_included_op: int32
+    scalars equal to the Python queries, eagerly and inside a tf.function (where they are
+    read when the function runs)."""
+    want = [hvd.rank(), hvd.local_rank(), hvd.size(), hvd.local_size(), 1]
+
+    def ops():
+        return [hvd.rank_op(), hvd.local_rank_op(), hvd.size_op(), hvd.local_size_op(),
+                hvd.process_set_included_op()]
+    for got in (ops(), tf.function(ops)()):
+        assert all(t.dtype == tf.int32 and t.shape == [] for t in got), got
+        assert [int(t) for t in got] == want, (got, want)
+    assert int(hvd.size_op(process_set_id=0, name="size.global")) == hvd.size()
+    # An unknown process set is an error when the op runs.
+    expect_raises(tf.errors.FailedPreconditionError, lambda: hvd.size_op(process_set_id=999),
+                  "unknown process set")
+
+
+@check
+def objects():
+    """allgather_object: every rank's object in rank order; broadcast_object_fn: a function
+    broadcasting root_rank's object, callable again."""
+    rank, size = hvd.rank(), hvd.size()
+    got = hvd.allgather_object({"rank": rank, "pad": "x" * rank}, name="objects.gather")
+    assert got == [{"rank": r, "pad": "x" * r} for r in range(size)], got
+    assert hvd.allgather_object(None) == [None] * size
+    bcast = hvd.broadcast_object_fn(root_rank=size - 1, name="objects.fn")
+    for step in range(2):
+        mine = ("from", rank, step) if rank == size - 1 else None
+        assert bcast(mine) == ("from", size - 1, step)
+    expect_raises(NotImplementedError, lambda: hvd.allgather_object(1, session=object()),
+                  "eagerly")
+    # broadcast_: in place, root_rank's values.
+    variables = [tf.Variable([float(rank)] * 3), tf.Variable(rank * 10)]
+    assert hvd.broadcast_(variables, root_rank=size - 1, name="objects.inplace") == variables
+    assert equal(variables[0], [float(size - 1)] * 3) and int(variables[1]) == (size - 1) * 10
+
+
+def partial_tape_model(seed=7):
+    """A local Dense(3) feeding a shared Dense(2) (no biases, fixed weights, the same on
+    every rank) and rank r's input."""
+    import keras
+    local = keras.layers.Dense(3, use_bias=False, name="local")
+    shared = keras.layers.Dense(2, use_bias=False, name="shared")
+    rng = np.random.default_rng(seed)
+    local.build((None, 4))
+    shared.build((None, 3))
+    local.kernel.assign(rng.integers(-3, 4, (4, 3)).astype(np.float32))
+    shared.kernel.assign(rng.integers(-3, 4, (3, 2)).astype(np.float32))
+    return local, shared
+
+
+def partial_tape_input(rank):
+    return tf.constant(np.arange(8, dtype=np.float32).reshape(2, 4) * (rank + 1) - rank)
+
+
+def partial_tape_grads(local, shared, rank, tape_fn=None):
+    """d/d(local.kernel, shared.kernel) of sum(shared(local(x_rank))), through tape_fn(tape)
+    (a distributed tape) or plain."""
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(shared(local(partial_tape_input(rank))))
+    if tape_fn is not None:
+        tape = tape_fn(tape)
+    return tape.gradient(loss, [local.kernel, shared.kernel])
+
+
+@check
+def partial_distributed_gradient_tape():
+    """PartialDistributedGradientTape(local_layers=[local]): the shared layer's gradient is
+    the average of every rank's (hand-computed here for each rank), the local layer's is this
+    rank's own, divided by the size (scale_local_gradients, Horovod's default) or not."""
+    rank, size = hvd.rank(), hvd.size()
+    local, shared = partial_tape_model()
+    per_rank = [partial_tape_grads(local, shared, r) for r in range(size)]
+    shared_avg = sum(g[1] for g in per_rank) / size
+    assert not np.allclose(per_rank[0][0], per_rank[1][0])  # the local gradients differ
+    for scale in (True, False):
+        def partial(tape, scale=scale):
+            return hvd.PartialDistributedGradientTape(tape, local_layers=[local],
+                                                      scale_local_gradients=scale)
+        got = partial_tape_grads(local, shared, rank, partial)
+        want_local = per_rank[rank][0] / size if scale else per_rank[rank][0]
+        assert np.allclose(got[0], want_local, rtol=1e-6), (scale, got[0], want_local)
+        assert np.allclose(got[1], shared_avg, rtol=1e-6), (scale, got[1], shared_avg)
+    # Without local layers it is DistributedGradientTape: both averaged.
+    got = partial_tape_grads(local, shared, rank, hvd.PartialDistributedGradientTape)
+    assert np.allclose(got[0], sum(g[0] for g in per_rank) / size, rtol=1e-6)
+    expect_raises(ValueError, lambda: hvd.PartialDistributedGradientTape(
+        tf.GradientTape(), local_layers=[local.kernel]), "layers.Layer")
 
 
 @check

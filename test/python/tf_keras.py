@@ -26,6 +26,7 @@ add_checkout_package()
 
 import zen.tensorflow.keras as hvd  # noqa: E402
 from zen.tensorflow import barrier  # noqa: E402
+from build_info import check_build_info  # noqa: E402
 
 CHECKS = Checks()
 check = CHECKS.check
@@ -81,6 +82,12 @@ def mean_over_ranks(fn):
 
 
 # ---- BroadcastGlobalVariablesCallback ----
+
+@check
+def build_info():
+    """zen.tensorflow.keras has horovod.tensorflow.keras's build and launch queries."""
+    check_build_info(hvd)
+
 
 @check
 def broadcast_callback_gives_rank0_weights():

@@ -48,6 +48,21 @@ def sets_after_init():
 
 
 @check
+def placement_ops_of_a_set():
+    """size_op and process_set_included_op of a set, eagerly and in a tf.function: its size
+    on every rank, 1 on its members and 0 elsewhere."""
+    own, other = mine()
+
+    def ops():
+        return [hvd.size_op(process_set_id=own.process_set_id),
+                hvd.process_set_included_op(process_set_id=own.process_set_id),
+                hvd.process_set_included_op(process_set_id=other.process_set_id),
+                hvd.size_op()]
+    for got in (ops(), tf.function(ops)()):
+        assert [int(t) for t in got] == [2, 1, 0, 4], got
+
+
+@check
 def collectives_in_each_set():
     own, _ = mine()
     me = own.rank()

@@ -49,7 +49,8 @@ def lib():
             c = ctypes.CDLL(LIB_PATH, mode=ctypes.RTLD_GLOBAL)
             for fn in ("zen_init", "zen_shutdown", "zen_is_initialized", "zen_rank", "zen_size",
                        "zen_local_rank", "zen_local_size", "zen_cross_rank", "zen_cross_size",
-                       "zen_stop_timeline"):
+                       "zen_is_homogeneous", "zen_mpi_threads_supported", "zen_mpi_built",
+                       "zen_nccl_built", "zen_cuda_built", "zen_stop_timeline"):
                 getattr(c, fn).restype = ctypes.c_int
                 getattr(c, fn).argtypes = []
             for fn in ("zen_backend", "zen_version", "zen_last_error"):
@@ -144,6 +145,72 @@ def cross_size():
 def backend():
     """"tcp", "mpi" or "in-process"; "" before init."""
     return lib().zen_backend().decode()
+
+
+# ---- build and launch facts, as horovod.common.basics (the same in every binding) ----
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks; the same on every rank, settled
+    once by init() (the ranks compare their local sizes while connecting). ValueError before
+    init."""
+    return bool(_placement(lib().zen_is_homogeneous))
+
+
+def mpi_enabled():
+    """True when this job runs over MPI (launched by mpirun); False before init."""
+    return backend() == "mpi"
+
+
+def mpi_threads_supported():
+    """Whether MPI provided MPI_THREAD_MULTIPLE, so that other MPI users (mpi4py) may run
+    beside Zen. As Horovod's: ValueError unless the job runs over MPI (before init too)."""
+    if not mpi_enabled():
+        raise ValueError("zen: MPI is not enabled: launch with mpirun (zenrun --mpi) to use it")
+    return bool(_placement(lib().zen_mpi_threads_supported))
+
+
+def mpi_built():
+    """True when libzen has the MPI backend (CMake ZEN_WITH_MPI=ON)."""
+    return bool(lib().zen_mpi_built())
+
+
+def gloo_enabled():
+    """False: Zen's TCP backend is its own, not Gloo."""
+    return False
+
+
+def gloo_built():
+    return False
+
+
+def nccl_built():
+    """NCCL_VERSION_CODE of the NCCL libzen was built with (e.g. 22809 for 2.28.9), else 0,
+    as Horovod's."""
+    return int(lib().zen_nccl_built())
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
+    return False
+
+
+def cuda_built():
+    """Whether libzen takes CUDA tensors (a CUDA build with NCCL). Posting one to a build
+    without CUDA raises ValueError ("built without CUDA")."""
+    return bool(lib().zen_cuda_built())
+
+
+def rocm_built():
+    return False
+
+
+# What zen.torch, zen.tensorflow and zen.tensorflow.keras re-export from here.
+BUILD_INFO = ("is_homogeneous", "mpi_enabled", "mpi_threads_supported", "mpi_built",
+              "gloo_enabled", "gloo_built", "nccl_built", "ddl_built", "ccl_built",
+              "cuda_built", "rocm_built")
 
 
 def version():

@@ -19,32 +19,44 @@ sets as Horovod's (zen.common.process_sets): init(process_sets=...), add_process
 remove_process_set, and process_set= on the collectives, DistributedGradientTape and
 DistributedOptimizer; rank numbers in a set's collectives are ranks within the set.
 SyncBatchNormalization: keras.layers.BatchNormalization with the training-mode moments over
-the global batch (sync_batch_norm.py). broadcast_object as Horovod's (eagerly). Elastic
-training as Horovod's (zen.tensorflow.elastic: TensorFlowKerasState, TensorFlowState, run).
+the global batch (sync_batch_norm.py). broadcast_object, broadcast_object_fn and
+allgather_object as Horovod's (eagerly). PartialDistributedGradientTape: local_layers keep
+their own gradients (model parallelism). rank_op, local_rank_op, size_op, local_size_op and
+process_set_included_op: the placement as int32 ops read when they run (in tf.function too).
+The build and launch queries (is_homogeneous, mpi_built, nccl_built, cuda_built, ...) are
+zen.common.basics', shared with zen.torch. Elastic training as Horovod's
+(zen.tensorflow.elastic: TensorFlowKerasState, TensorFlowState, run).
 """
 
+from zen.common import basics as _basics
 from zen.tensorflow.compression import Compression
-from zen.tensorflow.functions import broadcast_object, broadcast_variables
-from zen.tensorflow.gradient_tape import DistributedGradientTape
+from zen.tensorflow.functions import (allgather_object, broadcast_, broadcast_object,
+                                      broadcast_object_fn, broadcast_variables)
+from zen.tensorflow.gradient_tape import DistributedGradientTape, PartialDistributedGradientTape
 from zen.tensorflow.mpi_ops import (Adasum, Average, Max, Min, ProcessSet, Product, Sum,
                                     add_process_set, allgather, allreduce, alltoall, backend,
-                                    barrier, broadcast, cross_rank, cross_size,
+                                    barrier, broadcast, ccl_built, cross_rank, cross_size,
+                                    cuda_built, ddl_built, gloo_built, gloo_enabled,
                                     global_process_set, grouped_allgather, grouped_allreduce,
-                                    grouped_reducescatter, init, is_initialized, join,
-                                    local_rank, local_size, mpi_enabled, rank, reducescatter,
-                                    remove_process_set, shutdown, size, start_timeline, stats,
-                                    stop_timeline)
+                                    grouped_reducescatter, init, is_homogeneous, is_initialized,
+                                    join, local_rank, local_rank_op, local_size, local_size_op,
+                                    mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
+                                    process_set_included_op, rank, rank_op, reducescatter,
+                                    remove_process_set, rocm_built, shutdown, size, size_op,
+                                    start_timeline, stats, stop_timeline)
 from zen.tensorflow.optimizer import DistributedOptimizer
 from zen.tensorflow.sync_batch_norm import SyncBatchNormalization
 from zen.tensorflow import elastic  # noqa: E402 - after what it imports from zen.tensorflow
 
 __all__ = [
     "Adasum", "Average", "Compression", "DistributedGradientTape", "DistributedOptimizer",
-    "Max", "Min", "ProcessSet", "Product", "Sum", "SyncBatchNormalization", "add_process_set",
-    "allgather", "allreduce", "alltoall", "backend", "barrier", "broadcast",
-    "broadcast_object", "broadcast_variables", "cross_rank", "cross_size", "elastic",
+    "Max", "Min", "PartialDistributedGradientTape", "ProcessSet", "Product", "Sum",
+    "SyncBatchNormalization", "add_process_set", "allgather", "allgather_object",
+    "allreduce", "alltoall", "backend", "barrier", "broadcast", "broadcast_", "broadcast_object",
+    "broadcast_object_fn", "broadcast_variables", "cross_rank", "cross_size", "elastic",
     "global_process_set", "grouped_allgather", "grouped_allreduce", "grouped_reducescatter",
-    "init", "is_initialized", "join", "local_rank", "local_size", "mpi_enabled", "rank",
-    "reducescatter", "remove_process_set", "shutdown", "size", "start_timeline", "stats",
+    "init", "is_initialized", "join", "local_rank", "local_rank_op", "local_size",
+    "local_size_op", "process_set_included_op", "rank", "rank_op", "reducescatter",
+    "remove_process_set", "shutdown", "size", "size_op", "start_timeline", "stats",
     "stop_timeline",
-]
+] + list(_basics.BUILD_INFO)

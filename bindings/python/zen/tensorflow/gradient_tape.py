@@ -1,16 +1,23 @@
-"""DistributedGradientTape, as horovod.tensorflow.DistributedGradientTape."""
+"""DistributedGradientTape and PartialDistributedGradientTape, as horovod.tensorflow's.
 
+Local sources (register_local_source, or PartialDistributedGradientTape's local_layers) are a
+rank's own variables (model parallelism): their gradients are not reduced, only divided by the
+set's size when scale_local_gradients (Horovod's default, so that a local layer's step matches
+the averaged layers' scale)."""
+
+import keras
 import tensorflow as tf
 
 from zen.common.basics import Average
-from zen.common.process_sets import global_process_set
+from zen.common.process_sets import global_process_set, set_size
 from zen.tensorflow.compression import Compression
 from zen.tensorflow.gradients import make_allreduce_grads_fn
 
 
 class _DistributedGradientTape(tf.GradientTape):
     def __init__(self, tape, compression, sparse_as_dense, op, gradient_predivide_factor,
-                 process_set, persistent=False, watch_accessed_variables=True):
+                 process_set, scale_local_gradients, persistent=False,
+                 watch_accessed_variables=True):
         if hasattr(tape, "_watch_accessed_variables"):
             super(self.__class__, self).__init__(persistent, watch_accessed_variables)
         else:
@@ -22,11 +29,40 @@ class _DistributedGradientTape(tf.GradientTape):
         self._allreduce_grads = make_allreduce_grads_fn(
             "DistributedGradientTape", op, compression, sparse_as_dense,
             gradient_predivide_factor, process_set)
+        self.process_set = process_set
+        self.scale_local_gradients = scale_local_gradients
+        self._local_sources = set()
+
+    def register_local_source(self, source):
+        """Marks a variable as this rank's own: its gradient is not reduced."""
+        self._local_sources.add(_key(source))
 
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         grads = super(self.__class__, self).gradient(target, sources, output_gradients,
                                                      **kwargs)
-        return tf.nest.pack_sequence_as(grads, self._allreduce_grads(tf.nest.flatten(grads)))
+        flat = tf.nest.flatten(grads)
+        local = [_key(s) in self._local_sources for s in tf.nest.flatten(sources)]
+        # Every rank has the same local sources, so the reduced ones keep matching names.
+        reduced = iter(self._allreduce_grads([g for g, own in zip(flat, local) if not own]))
+        scale = set_size(self.process_set) if self.scale_local_gradients else 1
+        out = [_scaled(g, scale) if own else next(reduced) for g, own in zip(flat, local)]
+        return tf.nest.pack_sequence_as(grads, out)
+
+
+def _key(source):
+    """A tape source's identity: ref() of a tf.Variable or tensor; a Keras 3 variable, which
+    has none, by the object (the layer holds it)."""
+    return source.ref() if hasattr(source, "ref") else id(source)
+
+
+def _scaled(grad, size):
+    """grad divided by size (a local source's gradient, as Horovod scales it)."""
+    if grad is None or size == 1:
+        return grad
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(grad.values / size, grad.indices, grad.dense_shape)
+    return grad / size
+
 
 def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
                             compression=Compression.none, sparse_as_dense=False, op=Average,
@@ -41,6 +77,30 @@ def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
                dict(_DistributedGradientTape.__dict__))
     if hasattr(gradtape, "_watch_accessed_variables"):
         return cls(gradtape, compression, sparse_as_dense, op, gradient_predivide_factor,
-                   process_set, gradtape._persistent, gradtape._watch_accessed_variables)
+                   process_set, scale_local_gradients, gradtape._persistent,
+                   gradtape._watch_accessed_variables)
     return cls(gradtape, compression, sparse_as_dense, op, gradient_predivide_factor,
-               process_set, gradtape._persistent)
+               process_set, scale_local_gradients, gradtape._persistent)
+
+
+def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="",
+                                   compression=Compression.none, sparse_as_dense=False,
+                                   op=Average, gradient_predivide_factor=1.0, num_groups=0,
+                                   groups=None, process_set=global_process_set,
+                                   local_layers=None, scale_local_gradients=True):
+    """DistributedGradientTape whose local_layers' (keras layers: a layer or a list) trainable
+    variables keep this rank's own gradients, divided by the set's size when
+    scale_local_gradients (Horovod's default), never reduced."""
+    if local_layers is None:
+        local_layers = []
+    elif isinstance(local_layers, keras.layers.Layer):
+        local_layers = [local_layers]
+    elif not all(isinstance(layer, keras.layers.Layer) for layer in local_layers):
+        raise ValueError("All local layers must be of keras.layers.Layer type.")
+    tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression,
+                                   sparse_as_dense, op, gradient_predivide_factor, num_groups,
+                                   groups, process_set, scale_local_gradients)
+    for layer in local_layers:
+        for var in layer.trainable_weights:
+            tape.register_local_source(var)
+    return tape

@@ -24,6 +24,10 @@ from zen.common import process_sets as _process_sets
 from zen.common.basics import (Adasum, Average, Max, Min, Product, Sum, backend, cross_rank,
                                cross_size, is_initialized, local_rank, local_size, rank, size,
                                start_timeline, stats, stop_timeline)
+# Build and launch facts (horovod.common.basics), shared with zen.torch.
+from zen.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled,
+                               is_homogeneous, mpi_built, mpi_enabled, mpi_threads_supported,
+                               nccl_built, rocm_built)
 from zen.common.process_sets import (ProcessSet, add_process_set, global_process_set,
                                      remove_process_set)
 
@@ -38,9 +42,10 @@ __all__ = ["Adasum", "Average", "Max", "Min", "ProcessSet", "Product", "Sum",
            "add_process_set", "allgather", "allreduce", "alltoall", "backend", "barrier",
            "broadcast", "cross_rank", "cross_size", "global_process_set", "grouped_allgather",
            "grouped_allreduce", "grouped_reducescatter", "init", "is_initialized", "join",
-           "local_rank", "local_size", "mpi_enabled", "rank", "reducescatter",
-           "remove_process_set", "shutdown", "size", "start_timeline", "stats",
-           "stop_timeline"]
+           "local_rank", "local_rank_op", "local_size", "local_size_op",
+           "process_set_included_op", "rank", "rank_op", "reducescatter",
+           "remove_process_set", "shutdown", "size", "size_op", "start_timeline", "stats",
+           "stop_timeline"] + list(basics.BUILD_INFO)
 
 
 def init(comm=None, process_sets=None):
@@ -60,8 +65,34 @@ def shutdown():
     _noname_ids = itertools.count()
 
 
-def mpi_enabled():
-    return backend() == "mpi"
+# ---- placement as ops (Horovod's *_op): read when the op runs, usable in tf.function ----
+
+def rank_op(name=None):
+    """An int32 scalar op: this rank's number, read when it runs (not when the graph is
+    built)."""
+    return _ops.zen_rank(name=name)
+
+
+def local_rank_op(name=None):
+    """An int32 scalar op: this rank's number on its host, read when it runs."""
+    return _ops.zen_local_rank(name=name)
+
+
+def size_op(process_set_id=0, name=None):
+    """An int32 scalar op: the number of ranks of process set process_set_id (0: the job),
+    read when it runs."""
+    return _ops.zen_size(process_set_id=process_set_id, name=name)
+
+
+def local_size_op(name=None):
+    """An int32 scalar op: the number of ranks on this host, read when it runs."""
+    return _ops.zen_local_size(name=name)
+
+
+def process_set_included_op(process_set_id=0, name=None):
+    """An int32 scalar op: 1 when this rank is a member of process set process_set_id, else 0,
+    read when it runs (an error for a set this rank does not know)."""
+    return _ops.zen_process_set_included(process_set_id=process_set_id, name=name)
 
 
 def _ps(process_set, what):

@@ -1,12 +1,11 @@
 """State broadcast and object collectives, as horovod.torch.functions."""
 
 import collections
-import io
-import pickle
 
 import torch
 
 from zen.common import basics as _basics
+from zen.common import objects as _objects
 from zen.common import process_sets as _process_sets
 from zen.torch.mpi_ops import (allgather, broadcast_, broadcast_async_, global_process_set,
                                synchronize)
@@ -152,12 +151,9 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     """root_rank's picklable object, on every rank (of process_set; root_rank is
     the root's rank in the job)."""
     _process_sets.process_set_id(process_set, "broadcast_object")
-    # Not named after the type as Horovod does: the other ranks often pass None.
-    name = "object." + (name or "noname")
+    name = _objects.op_name(name)
     if _basics.rank() == root_rank:
-        buf = io.BytesIO()
-        pickle.dump(obj, buf)
-        payload = torch.tensor(bytearray(buf.getvalue()), dtype=torch.uint8)
+        payload = torch.tensor(bytearray(_objects.dumps(obj)), dtype=torch.uint8)
         length = torch.tensor([payload.numel()], dtype=torch.int64)
         broadcast_(length, root_rank, name + ".sz", process_set)
         broadcast_(payload, root_rank, name + ".t", process_set)
@@ -166,22 +162,17 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     broadcast_(length, root_rank, name + ".sz", process_set)
     payload = torch.zeros(int(length.item()), dtype=torch.uint8)
     broadcast_(payload, root_rank, name + ".t", process_set)
-    return pickle.loads(payload.numpy().tobytes())
+    return _objects.loads(payload.numpy().tobytes())
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's picklable object (of process_set's ranks), as a list in rank order."""
     _process_sets.process_set_id(process_set, "allgather_object")
-    name = "object." + (name or "noname")
-    buf = io.BytesIO()
-    pickle.dump(obj, buf)
-    payload = torch.tensor(bytearray(buf.getvalue()), dtype=torch.uint8)
+    name = _objects.op_name(name)
+    payload = torch.tensor(bytearray(_objects.dumps(obj)), dtype=torch.uint8)
     sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=name + ".sz",
                       process_set=process_set)
     gathered = allgather(payload, name=name + ".t", process_set=process_set).numpy().tobytes()
-    out, at = [], 0
-    for n in sizes.tolist():
-        out.append(pickle.loads(gathered[at:at + n]))
-        at += n
+    out = _objects.split_gathered(gathered, sizes.tolist())
     assert len(out) == _process_sets.set_size(process_set)
     return out

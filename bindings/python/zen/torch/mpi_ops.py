@@ -19,6 +19,10 @@ from zen.common.process_sets import (ProcessSet, add_process_set,  # noqa: F401
                                      global_process_set, remove_process_set)
 # Reduce operations, numbered as Horovod's (horovod.common.basics), shared with zen.tensorflow.
 from zen.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F401
+# Build and launch facts (horovod.common.basics), shared with zen.tensorflow.
+from zen.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built,  # noqa: F401
+                               gloo_enabled, is_homogeneous, mpi_built, mpi_enabled,
+                               mpi_threads_supported, nccl_built, rocm_built)
 # Raised by synchronize() when an operation failed: one class for both bindings, which elastic
 # training (zen.common.elastic) catches.
 from zen.common.exceptions import HorovodInternalError
@@ -91,52 +95,6 @@ def cross_rank():
 
 def cross_size():
     return _C.cross_size()
-
-
-def is_homogeneous():
-    return size() % local_size() == 0
-
-
-def mpi_enabled():
-    return _C.backend() == "mpi"
-
-
-def mpi_built():
-    return True
-
-
-def mpi_threads_supported():
-    return mpi_enabled()
-
-
-def gloo_enabled():
-    return False
-
-
-def gloo_built():
-    return False
-
-
-def nccl_built():
-    return 0
-
-
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
-
-
-def cuda_built():
-    """Whether libzen takes CUDA tensors (a CUDA build with NCCL). Posting one to a build
-    without CUDA raises ValueError ("built without CUDA")."""
-    return _C.cuda_built()
-
-
-def rocm_built():
-    return False
 
 
 def start_timeline(file_path, mark_cycles=False):

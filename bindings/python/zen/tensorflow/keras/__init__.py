@@ -21,10 +21,14 @@ zen.tensorflow's (horovod.tensorflow exports it).
 import keras
 import tensorflow as tf
 
+from zen.common import basics as _basics
+from zen.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled,
+                               is_homogeneous, mpi_built, mpi_enabled, mpi_threads_supported,
+                               nccl_built, rocm_built)
 from zen.tensorflow import (Adasum, Average, Compression, DistributedOptimizer, Max, Min,
                             ProcessSet, Product, Sum, SyncBatchNormalization, add_process_set,
                             broadcast_variables, cross_rank, cross_size, global_process_set,
-                            init, is_initialized, local_rank, local_size, mpi_enabled, rank,
+                            init, is_initialized, local_rank, local_size, rank,
                             remove_process_set, shutdown, size, start_timeline, stop_timeline)
 from zen.tensorflow import allgather as _allgather
 from zen.tensorflow import allreduce as _allreduce
@@ -36,9 +40,8 @@ __all__ = [
     "Product", "Sum", "SyncBatchNormalization", "add_process_set", "allgather", "allreduce",
     "broadcast", "broadcast_variables", "callbacks", "cross_rank", "cross_size", "elastic",
     "global_process_set", "init", "is_initialized", "load_model", "local_rank", "local_size",
-    "mpi_enabled", "rank", "remove_process_set", "shutdown", "size", "start_timeline",
-    "stop_timeline",
-]
+    "rank", "remove_process_set", "shutdown", "size", "start_timeline", "stop_timeline",
+] + list(_basics.BUILD_INFO)
 
 
 def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0,
