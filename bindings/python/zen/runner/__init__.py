@@ -1,11 +1,11 @@
 """zen.runner: the `zenrun` launcher (tools/zenrun; README "Launching jobs with zenrun").
 
 Modules: args (flags -> ZEN_* variables), hosts (host lists, Horovod's rank placement),
-tcp_run (zenrun starts the ranks, locally or through a launch command such as ssh),
-mpi_run (through mpirun), supervisor (output, start reports, failures, signals),
-rank_wrapper (the standalone per-rank wrapper), launch (main); elastic mode: elastic_driver
-(workers, exits, host changes), elastic_rounds (membership, generations, rounds),
-rendezvous_server (its wire), discovery (--host-discovery-script).
+tcp_run (zenrun starts the ranks, locally or through a launch command such as ssh), mpi_run
+(through mpirun), supervisor (output, start reports, failures, signals), rank_wrapper (the
+standalone per-rank wrapper), check_build (--check-build), launch (main); elastic mode:
+elastic_driver (workers, exits, host changes), elastic_rounds (membership, generations,
+rounds), rendezvous_server (its wire), discovery (--host-discovery-script).
 Importing the package loads none of them.
 """
 

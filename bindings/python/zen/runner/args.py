@@ -190,6 +190,9 @@ def build_parser():
         allow_abbrev=False,
     )
     p.add_argument("-v", "--version", action="version", version=f"zenrun {zen.__version__}")
+    p.add_argument("-cb", "--check-build", action="store_true",
+                   help="print the frameworks, controllers and tensor operations this Zen "
+                   "was built with (horovodrun's), then exit; needs no command")
     p.add_argument("-np", "--num-proc", dest="num_proc", metavar="N",
                    type=_number("-np", lo=1, integer=True),
                    help="number of ranks (elastic: the workers started first; default "
@@ -386,6 +389,8 @@ def parse(argv):
         config_file.apply(p, args, argv)
     if args.command and args.command[0] == "--":
         args.command = args.command[1:]
+    if args.check_build:
+        return args
     if not args.command:
         p.error("no command given (zenrun -np N [flags] CMD ARGS...)")
     if args.mode is None:

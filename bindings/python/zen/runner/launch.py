@@ -21,6 +21,10 @@ def _base_env(args):
 
 def main(argv=None):
     args = arglib.parse(sys.argv[1:] if argv is None else argv)
+    if args.check_build:
+        from zen.runner import check_build
+
+        return check_build.main()
     p = args.parser
     try:
         if args.hostfile:
