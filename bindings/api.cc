@@ -109,8 +109,7 @@ Status Api::init(Config config, const Factory& factory, std::string backend) {
   ZEN_ASSIGN_OR_RETURN(std::unique_ptr<Runtime> rt, factory(config));
   std::lock_guard<std::mutex> lock(mu_);
   placement_ = placementFor(config, rt->rank(), rt->size(), std::move(backend));
-  placement_.homogeneous = rt->launch().homogeneous;
-  placement_.mpiThreadsSupported = rt->launch().mpiThreadsSupported;
+  placement_.launch = rt->launch();
   config_ = std::move(config);
   runtime_ = std::shared_ptr<Runtime>(rt.release(), [this](Runtime* r) { retire(r); });
   return Status::ok();

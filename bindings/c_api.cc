@@ -245,14 +245,19 @@ int enqueueReduction(int32_t kind,
   return enqueueOps(&op, 1, handle);
 }
 
-template <typename T>
-int placementField(T Placement::*field) {
+// get(placement) as an int, or -1 (ZEN_NOT_INITIALIZED) before init.
+template <typename Get>
+int placementValue(Get get) {
   Result<Placement> p = api().placement();
   if (!p.isOk()) {
     fail(ZEN_NOT_INITIALIZED, p.status().message());
     return -1;
   }
-  return static_cast<int>(p.value().*field);
+  return static_cast<int>(get(p.value()));
+}
+
+int placementField(int Placement::*field) {
+  return placementValue([field](const Placement& p) { return p.*field; });
 }
 
 nlohmann::json statsJson(const RuntimeStats& s) {
@@ -340,10 +345,11 @@ int zen_cross_size(void) {
   return zen::bindings::placementField(&Placement::crossSize);
 }
 int zen_is_homogeneous(void) {
-  return zen::bindings::placementField(&Placement::homogeneous);
+  return zen::bindings::placementValue([](const Placement& p) { return p.launch.homogeneous; });
 }
 int zen_mpi_threads_supported(void) {
-  return zen::bindings::placementField(&Placement::mpiThreadsSupported);
+  return zen::bindings::placementValue(
+      [](const Placement& p) { return p.launch.mpiThreadsSupported; });
 }
 
 const char* zen_backend(void) {

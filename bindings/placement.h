@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/config.h"
+#include "core/runtime.h"
 #include "core/status.h"
 #include "ops/transport.h"
 
@@ -19,8 +20,7 @@ struct Placement {
   int localSize = 1;
   int crossRank = 0;
   int crossSize = 1;
-  bool homogeneous = true;  // every host runs localSize ranks (Runtime::launch())
-  bool mpiThreadsSupported = false;
+  LaunchFacts launch;   // homogeneous hosts, MPI threads (Runtime::launch())
   std::string backend;  // "tcp", "mpi", "in-process"
 };
 

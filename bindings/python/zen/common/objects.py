@@ -1,5 +1,5 @@
 """The framework-neutral half of broadcast_object / allgather_object (zen.torch and
-zen.tensorflow): the operations' names, pickling, and gathered bytes split back into objects.
+zen.tensorflow): the operations' names and gathered bytes split back into objects.
 The framework halves move the bytes as uint8 tensors: a length, then the payload."""
 
 import pickle
@@ -9,14 +9,6 @@ def op_name(name):
     """The name both ranks' operations share; not the object's type, as Horovod's default
     is, since the other ranks of a broadcast often pass None."""
     return "object." + (name or "noname")
-
-
-def dumps(obj):
-    return pickle.dumps(obj)
-
-
-def loads(data):
-    return pickle.loads(data)
 
 
 def split_gathered(data, sizes):

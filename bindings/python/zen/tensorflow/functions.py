@@ -2,6 +2,8 @@
 allgather_object, as horovod.tensorflow's (the objects eagerly: TensorFlow 1 sessions are not
 supported)."""
 
+import pickle
+
 import numpy as np
 import tensorflow as tf
 
@@ -55,14 +57,14 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=glob
     process_set_id(process_set, "broadcast_object")
     name = objects.op_name(name)
     root = basics.rank() == root_rank
-    payload = np.frombuffer(objects.dumps(obj), dtype=np.uint8) if root else None
+    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if root else None
     length = broadcast(tf.constant([payload.size if root else 0], dtype=tf.int64), root_rank,
                        name=name + ".sz", process_set=process_set)
     if not root:
         payload = np.zeros(int(length.numpy()[0]), dtype=np.uint8)
     received = broadcast(tf.constant(payload), root_rank, name=name + ".t",
                          process_set=process_set)
-    return obj if root else objects.loads(received.numpy().tobytes())
+    return obj if root else pickle.loads(received.numpy().tobytes())
 
 
 def _check_eager(what, session):
@@ -89,7 +91,7 @@ def allgather_object(obj, session=None, name=None, process_set=global_process_se
     _check_eager("allgather_object", session)
     process_set_id(process_set, "allgather_object")
     name = objects.op_name(name)
-    payload = np.frombuffer(objects.dumps(obj), dtype=np.uint8)
+    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8)
     sizes = allgather(tf.constant([payload.size], dtype=tf.int64), name=name + ".sz",
                       process_set=process_set)
     gathered = allgather(tf.constant(payload), name=name + ".t", process_set=process_set)

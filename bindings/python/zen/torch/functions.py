@@ -1,6 +1,7 @@
 """State broadcast and object collectives, as horovod.torch.functions."""
 
 import collections
+import pickle
 
 import torch
 
@@ -153,7 +154,7 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     _process_sets.process_set_id(process_set, "broadcast_object")
     name = _objects.op_name(name)
     if _basics.rank() == root_rank:
-        payload = torch.tensor(bytearray(_objects.dumps(obj)), dtype=torch.uint8)
+        payload = torch.tensor(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
         length = torch.tensor([payload.numel()], dtype=torch.int64)
         broadcast_(length, root_rank, name + ".sz", process_set)
         broadcast_(payload, root_rank, name + ".t", process_set)
@@ -162,14 +163,14 @@ def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set
     broadcast_(length, root_rank, name + ".sz", process_set)
     payload = torch.zeros(int(length.item()), dtype=torch.uint8)
     broadcast_(payload, root_rank, name + ".t", process_set)
-    return _objects.loads(payload.numpy().tobytes())
+    return pickle.loads(payload.numpy().tobytes())
 
 
 def allgather_object(obj, name=None, process_set=global_process_set):
     """Every rank's picklable object (of process_set's ranks), as a list in rank order."""
     _process_sets.process_set_id(process_set, "allgather_object")
     name = _objects.op_name(name)
-    payload = torch.tensor(bytearray(_objects.dumps(obj)), dtype=torch.uint8)
+    payload = torch.tensor(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
     sizes = allgather(torch.tensor([payload.numel()], dtype=torch.int64), name=name + ".sz",
                       process_set=process_set)
     gathered = allgather(payload, name=name + ".t", process_set=process_set).numpy().tobytes()
