@@ -38,7 +38,8 @@ Status SparseResultDelivery::deliver(const Response& r,
   ZEN_RETURN_IF_ERROR(sortAndSplitRows(a, &workspace_, in.stream, &pinnedBounds));
   if (in.nnz > 0) ZEN_RETURN_IF_ERROR(in.wait("sparse result's split"));
   const std::vector<int64_t> bounds(pinnedBounds, pinnedBounds + cuts.size());
-  ZEN_ASSIGN_OR_RETURN(const SparseResultSplit split, splitSparseResult(bounds, in.nnz));
+  ZEN_ASSIGN_OR_RETURN(const SparseResultSplit split,
+                       splitSparseResult(bounds, in.nnz, pinnedBounds[cuts.size()]));
 
   std::vector<CopyJob> zeros;  // dense outputs, zero-filled before their rows land
   for (size_t i = 0; i < entries.size(); ++i) {

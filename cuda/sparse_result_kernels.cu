@@ -5,8 +5,10 @@
 //   2. cub::DeviceRadixSort::SortPairs of the rows (as unsigned, keyBits bits) carrying perm:
 //      the sorted rows go straight to the output's index slice.
 //   3. gather: output row k = input row perm[k] (copyRows, the widest aligned unit).
-//   4. bounds: bounds[j] = rows below cuts[j], a binary search per cut; the m bounds go to
-//      pinned host memory, the only numbers the host reads back.
+//   4. bounds: bounds[j] = rows below cuts[j], a binary search per cut, and bounds[m] = rows
+//      outside the bucket (counted over the input: step 2 sorts only keyBits bits, so such a
+//      row would not show in the bounds); the m + 1 numbers go to pinned host memory, the only
+//      numbers the host reads back.
 //   5. local rows: each sorted row minus its tensor's first row (a binary search over the
 //      cuts), in place; skipped for one tensor, whose first row is 0.
 // Memory traffic per row: the sort's passes over 16 bytes (row and permutation) each; the
@@ -16,6 +18,7 @@
 
 #include <algorithm>
 
+#include "cuda/atomics.h"
 #include "cuda/device_util.cuh"
 #include "cuda/sparse_result_kernels.h"
 #include "cuda/sparse_result_steps.h"
@@ -37,6 +40,16 @@ __global__ void boundsKernel(
   }
 }
 
+// bounds[m] must be 0 before; only rows outside add to it (none, unless a scheme is wrong).
+__global__ void outsideKernel(const int64_t* rows,
+                              int64_t nnz,
+                              int64_t totalRows,
+                              unsigned long long* outside) {
+  for (int64_t k = globalThread(); k < nnz; k += gridThreads()) {
+    if (sparse_result::outsideBucket(rows[k], totalRows)) atomicAddU64(outside, 1);
+  }
+}
+
 __global__ void localRowsKernel(int64_t* rows, int64_t nnz, const int64_t* cuts, int64_t m) {
   for (int64_t k = globalThread(); k < nnz; k += gridThreads()) {
     rows[k] = sparse_result::localRow(cuts, m, rows[k]);
@@ -54,10 +67,10 @@ Status sortAndSplitRows(const SortedSplitArgs& a,
   int64_t* hostCuts = nullptr;
   int64_t* hostBounds = nullptr;
   ZEN_RETURN_IF_ERROR(workspace->pinned(kCutsPinned, m, &hostCuts));
-  ZEN_RETURN_IF_ERROR(workspace->pinned(kBoundsPinned, m, &hostBounds));
+  ZEN_RETURN_IF_ERROR(workspace->pinned(kBoundsPinned, m + 1, &hostBounds));
   *bounds = hostBounds;
   if (a.nnz <= 0) {
-    std::fill(hostBounds, hostBounds + m, int64_t{0});
+    std::fill(hostBounds, hostBounds + m + 1, int64_t{0});
     return Status::ok();
   }
   const int sm = workspace->smCount();
@@ -68,7 +81,7 @@ Status sortAndSplitRows(const SortedSplitArgs& a,
   ZEN_RETURN_IF_ERROR(workspace->device(kPermutationSlot, a.nnz, &perm));
   ZEN_RETURN_IF_ERROR(workspace->device(kSortedPermutationSlot, a.nnz, &sortedPerm));
   ZEN_RETURN_IF_ERROR(workspace->device(kCutsSlot, m, &deviceCuts));
-  ZEN_RETURN_IF_ERROR(workspace->device(kBoundsSlot, m, &deviceBounds));
+  ZEN_RETURN_IF_ERROR(workspace->device(kBoundsSlot, m + 1, &deviceBounds));
   // 1-2. Rows are in [0, 2^keyBits): as unsigned keys, only those bits need sorting.
   iotaKernel<<<gridBlocks(a.nnz, kBlockThreads, sm), kBlockThreads, 0, stream>>>(perm, a.nnz);
   ZEN_CHECK_LAUNCH("iotaKernel");
@@ -91,7 +104,12 @@ Status sortAndSplitRows(const SortedSplitArgs& a,
   boundsKernel<<<gridBlocks(m, kBlockThreads, sm), kBlockThreads, 0, stream>>>(
       a.localIndices, a.nnz, deviceCuts, m, deviceBounds);
   ZEN_CHECK_LAUNCH("boundsKernel");
-  ZEN_CHECK_CUDA(cudaMemcpyAsync(hostBounds, deviceBounds, static_cast<size_t>(m) * sizeof(int64_t),
+  ZEN_CHECK_CUDA(cudaMemsetAsync(deviceBounds + m, 0, sizeof(int64_t), stream));
+  outsideKernel<<<gridBlocks(a.nnz, kBlockThreads, sm), kBlockThreads, 0, stream>>>(
+      a.indices, a.nnz, cuts.back(), reinterpret_cast<unsigned long long*>(deviceBounds + m));
+  ZEN_CHECK_LAUNCH("outsideKernel");
+  ZEN_CHECK_CUDA(cudaMemcpyAsync(hostBounds, deviceBounds,
+                                 static_cast<size_t>(m + 1) * sizeof(int64_t),
                                  cudaMemcpyDeviceToHost, stream));
   // 5. After the bounds, which read the bucket's rows. A bucket of one tensor (cuts 0 and
   // totalRows) has its rows local already; a row outside it fails the bounds either way.

@@ -25,9 +25,10 @@ struct SortedSplitArgs {
 };
 
 // Sorts the result by row, finds where each cut falls in it and makes the rows local to their
-// tensors. *bounds: cuts.size() numbers (the rows below each cut) in the workspace's pinned
-// memory, readable once the stream has passed this point; the caller synchronizes the stream
-// before reading them and before the next call (which reuses the pinned memory).
+// tensors. *bounds: cuts.size() + 1 numbers (the rows below each cut, then the rows outside
+// [0, cuts.back()), which only a wrong result has) in the workspace's pinned memory, readable once
+// the stream has passed this point; the caller synchronizes the stream before reading them and
+// before the next call (which reuses the pinned memory).
 Status sortAndSplitRows(const SortedSplitArgs& args,
                         Workspace* workspace,
                         cudaStream_t stream,

@@ -38,7 +38,15 @@ int sparseResultKeyBits(int64_t totalRows) {
   return std::max(1, bitWidth(static_cast<uint64_t>(std::max<int64_t>(totalRows, 1) - 1)));
 }
 
-Result<SparseResultSplit> splitSparseResult(const std::vector<int64_t>& bounds, int64_t nnz) {
+Result<SparseResultSplit> splitSparseResult(const std::vector<int64_t>& bounds,
+                                            int64_t nnz,
+                                            int64_t rowsOutside) {
+  if (rowsOutside != 0) {
+    return ZEN_ERROR(StatusCode::kInternal,
+                     "sparse result of {} rows: {} of them outside the bucket's rows (a row "
+                     "outside the bucket)",
+                     nnz, rowsOutside);
+  }
   if (bounds.empty() || bounds.front() != 0 || bounds.back() != nnz) {
     return ZEN_ERROR(StatusCode::kInternal,
                      "sparse result of {} rows: its bounds run from {} to {}, expected 0 to {} "

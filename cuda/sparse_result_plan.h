@@ -26,10 +26,13 @@ struct SparseResultSplit {
   std::vector<int64_t> begin;
   std::vector<int64_t> count;
 };
-// From bounds[j] = the result's rows below cuts[j] (the device's lower bounds, one per cut:
-// only these cuts.size() numbers come back to the host). kInternal when they do not split nnz
-// rows: not ascending, or not from 0 to nnz (a row outside the bucket's range).
-Result<SparseResultSplit> splitSparseResult(const std::vector<int64_t>& bounds, int64_t nnz);
+// From bounds[j] = the result's rows below cuts[j] (the device's lower bounds, one per cut)
+// and rowsOutside, the result's rows outside [0, cuts.back()): only these cuts.size() + 1
+// numbers come back to the host. kInternal when a row is outside the bucket or the bounds do
+// not split nnz rows (not ascending, or not from 0 to nnz).
+Result<SparseResultSplit> splitSparseResult(const std::vector<int64_t>& bounds,
+                                            int64_t nnz,
+                                            int64_t rowsOutside);
 
 // One device allocation holds the bucket's sorted result: the local row indices (int64) at 0,
 // the rows at valuesOffset (16-byte aligned, for wide copies), `bytes` in all (0 for nnz 0).

@@ -10,6 +10,13 @@
 
 namespace zen::cuda::sparse_result {
 
+// Whether `row` lies outside the bucket's [0, totalRows). The sort orders only the bits below
+// totalRows' width, so such a row can land among valid ones and pass the bounds: it is
+// counted on its own instead (a scheme bug, never valid input).
+ZEN_HOST_DEVICE bool outsideBucket(int64_t row, int64_t totalRows) {
+  return static_cast<uint64_t>(row) >= static_cast<uint64_t>(totalRows);
+}
+
 // The number of entries of sorted[0, n) below `cut`.
 ZEN_HOST_DEVICE int64_t rowsBelow(const int64_t* sorted, int64_t n, int64_t cut) {
   int64_t lo = 0;

@@ -70,22 +70,22 @@ TEST(SparseResultKeyBits, EnoughForEveryRowAndAtLeastOne) {
 }
 
 TEST(SplitSparseResult, EachTensorsSliceFromTheBounds) {
-  auto split = splitSparseResult({0, 2, 2, 5, 6}, 6);
+  auto split = splitSparseResult({0, 2, 2, 5, 6}, 6, 0);
   ASSERT_TRUE(split.isOk()) << split.status().toString();
   EXPECT_EQ(split.value().begin, (std::vector<int64_t>{0, 2, 2, 5}));
   EXPECT_EQ(split.value().count, (std::vector<int64_t>{2, 0, 3, 1}));
-  split = splitSparseResult({0, 0}, 0);
+  split = splitSparseResult({0, 0}, 0, 0);
   ASSERT_TRUE(split.isOk());
   EXPECT_EQ(split.value().count, (std::vector<int64_t>{0}));
 }
 
 TEST(SplitSparseResult, RefusesBoundsThatDoNotSplitTheResult) {
-  EXPECT_EQ(splitSparseResult({}, 0).status().code(), StatusCode::kInternal);
-  EXPECT_EQ(splitSparseResult({1, 6}, 6).status().code(), StatusCode::kInternal);
-  const Status s = splitSparseResult({0, 2, 5}, 6).status();  // a row past the last cut
+  EXPECT_EQ(splitSparseResult({}, 0, 0).status().code(), StatusCode::kInternal);
+  EXPECT_EQ(splitSparseResult({1, 6}, 6, 0).status().code(), StatusCode::kInternal);
+  const Status s = splitSparseResult({0, 2, 5}, 6, 0).status();  // a row past the last cut
   EXPECT_EQ(s.code(), StatusCode::kInternal);
   EXPECT_NE(s.message().find("a row outside the bucket"), std::string::npos) << s.message();
-  EXPECT_EQ(splitSparseResult({0, 4, 2, 6}, 6).status().code(), StatusCode::kInternal);
+  EXPECT_EQ(splitSparseResult({0, 4, 2, 6}, 6, 0).status().code(), StatusCode::kInternal);
 }
 
 TEST(SparseResultLayout, RowsAlignedAfterTheIndices) {
@@ -116,7 +116,27 @@ TEST(SparseResultSteps, ANegativeRowSortsLastAndFailsTheSplit) {
   std::vector<int64_t> bounds;
   for (int64_t c : cuts) bounds.push_back(sparse_result::rowsBelow(sorted.data(), 3, c));
   EXPECT_EQ(bounds, (std::vector<int64_t>{0, 1, 2}));
-  EXPECT_EQ(splitSparseResult(bounds, 3).status().code(), StatusCode::kInternal);
+  EXPECT_EQ(splitSparseResult(bounds, 3, 0).status().code(), StatusCode::kInternal);
+}
+
+TEST(SparseResultSteps, ARowPastTheKeyBitsIsCountedOutside) {
+  // totalRows 8 sorts 3 key bits: row 9 (0b1001) sorts as 1, before row 5, and the bounds of
+  // [9, 5] look like a valid split (tensor 1 would get rows 9 and 5, 9 scattered past its end).
+  const std::vector<int64_t> cuts = {0, 4, 8};
+  ASSERT_EQ(sparseResultKeyBits(cuts.back()), 3);
+  const std::vector<int64_t> sortedByKeyBits = {9, 5};
+  std::vector<int64_t> bounds;
+  for (int64_t c : cuts) bounds.push_back(sparse_result::rowsBelow(sortedByKeyBits.data(), 2, c));
+  EXPECT_EQ(bounds, (std::vector<int64_t>{0, 0, 2}));
+  EXPECT_TRUE(splitSparseResult(bounds, 2, 0).isOk());  // why the bounds alone are not enough
+  EXPECT_TRUE(sparse_result::outsideBucket(9, cuts.back()));
+  EXPECT_TRUE(sparse_result::outsideBucket(8, cuts.back()));
+  EXPECT_TRUE(sparse_result::outsideBucket(-1, cuts.back()));
+  EXPECT_FALSE(sparse_result::outsideBucket(7, cuts.back()));
+  EXPECT_FALSE(sparse_result::outsideBucket(0, cuts.back()));
+  const Status s = splitSparseResult(bounds, 2, 1).status();
+  EXPECT_EQ(s.code(), StatusCode::kInternal);
+  EXPECT_NE(s.message().find("1 of them outside the bucket"), std::string::npos) << s.message();
 }
 
 // The device pipeline on the CPU for random buckets (empty tensors, empty results, one
@@ -157,7 +177,11 @@ TEST(SparseResultSteps, SortedSplitEqualsEachTensorsOwnRows) {
     // Step 4: the bounds (what the host reads), then the split.
     std::vector<int64_t> bounds;
     for (int64_t c : cuts) bounds.push_back(sparse_result::rowsBelow(sorted.data(), nnz, c));
-    auto split = splitSparseResult(bounds, nnz);
+    const auto outside = std::count_if(indices.begin(), indices.end(), [&](int64_t v) {
+      return sparse_result::outsideBucket(v, r.totalRows);
+    });
+    EXPECT_EQ(outside, 0);
+    auto split = splitSparseResult(bounds, nnz, outside);
     ASSERT_TRUE(split.isOk()) << split.status().toString();
     // Step 5: local rows, in place; skipped for one tensor (its rows are local already).
     if (cuts.size() > 2) {
