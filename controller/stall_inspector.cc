@@ -53,9 +53,13 @@ StallReport StallInspector::check(const std::vector<StallTable>& tables, TimePoi
   for (const auto& kv : missing) report.missingRanks.push_back(kv.first);
   report.shutdown = !pastShutdown.empty();
 
+  // The shutdown is explained when it is first decided, then warnings keep their period: the
+  // job takes a few cycles to stop, and a warning per cycle would bury the cause.
   const bool due = !lastWarning_ || secondsBetween(*lastWarning_, now) >= options_.checkSeconds;
-  if (!due && !report.shutdown) return report;
+  const bool announce = report.shutdown && !shutdownAnnounced_;
+  if (!due && !announce) return report;
   lastWarning_ = now;
+  shutdownAnnounced_ = shutdownAnnounced_ || report.shutdown;
 
   std::string text = fmt::format(
       "One or more tensors were submitted to be reduced, gathered or broadcast by a subset of "

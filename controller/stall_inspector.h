@@ -5,7 +5,8 @@
 // it produces a warning naming, per missing rank, up to six of the names it has not posted,
 // oldest first, in Horovod's format ("Missing ranks:\n3: [a, b]"), at most once per check
 // period. Past ZEN_STALL_SHUTDOWN_TIME_SECONDS (when > 0) it asks for a shutdown and marks the
-// ranks responsible with "!", so a deadlocked job ends instead of hanging. It looks at every
+// ranks responsible with "!", so a deadlocked job ends instead of hanging; that warning comes
+// at once, then the period holds again. It looks at every
 // process set's table; missing ranks are job ranks, and a name of a set other than the job
 // is shown with its set ("x (process set 2)").
 
@@ -51,6 +52,7 @@ class StallInspector {
  private:
   StallOptions options_;
   std::optional<TimePoint> lastWarning_;
+  bool shutdownAnnounced_ = false;
 };
 
 }  // namespace zen::controller

@@ -76,6 +76,22 @@ TEST(StallInspector, ShutsDownPastTheShutdownTime) {
   EXPECT_NE(report.warning.find("shutting down"), std::string::npos);
 }
 
+TEST(StallInspector, TheShutdownIsAnnouncedOnceThenThePeriodHolds) {
+  MessageTable table(2);
+  ASSERT_TRUE(table.add(makeRequest(0, "a"), at(0)).isOk());
+  StallInspector inspector(StallOptions{60, 100});
+  EXPECT_FALSE(inspector.check(table, at(90)).warning.empty());  // the first warning
+  const auto first = inspector.check(table, at(100));  // within the period, but shutting down
+  EXPECT_TRUE(first.shutdown);
+  EXPECT_NE(first.warning.find("shutting down"), std::string::npos) << first.warning;
+  for (int t = 101; t < 160; ++t) {  // the cycles while the job stops
+    const auto later = inspector.check(table, at(t));
+    EXPECT_TRUE(later.shutdown);
+    EXPECT_TRUE(later.warning.empty()) << "at " << t << ": " << later.warning;
+  }
+  EXPECT_FALSE(inspector.check(table, at(160)).warning.empty());  // the period again
+}
+
 TEST(StallInspector, ZeroDisables) {
   MessageTable table(2);
   ASSERT_TRUE(table.add(makeRequest(0, "a"), at(0)).isOk());
