@@ -161,7 +161,10 @@ Result<std::unique_ptr<Runtime>> createMpiRuntime(const Config& config,
   MPI_Initialized(&initialized);
   int provided = 0;
   if (!initialized) {
-    MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
+    // Horovod's choice: MULTIPLE unless disabled, so the user's own MPI calls may run beside
+    // the background thread (mpi_threads_supported() says whether MPI granted it).
+    const int required = config.mpiThreadsDisable ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+    MPI_Init_thread(nullptr, nullptr, required, &provided);
   } else {
     MPI_Query_thread(&provided);
   }

@@ -195,6 +195,11 @@ const std::map<std::string, Setter>& setters() {
          ZEN_ASSIGN_OR_RETURN(c.logHideTime, parseBool(n, v));
          return Status::ok();
        }},
+      {"ZEN_MPI_THREADS_DISABLE",
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.mpiThreadsDisable, parseBool(n, v));
+         return Status::ok();
+       }},
       {"ZEN_LOG_LEVEL",
        [](Config& c, const std::string&, const std::string& v) {
          ZEN_ASSIGN_OR_RETURN(c.logLevel, parseLogLevel(v));

@@ -64,6 +64,10 @@ struct Config {
   double timeoutSeconds = 30.0;       // bounded waits on peers
   std::string logLevel = "warn";
   bool logHideTime = false;  // ZEN_LOG_HIDE_TIME (Horovod's HOROVOD_LOG_HIDE_TIME)
+  // ZEN_MPI_THREADS_DISABLE (Horovod's HOROVOD_MPI_THREADS_DISABLE): the MPI backend asks for
+  // MPI_THREAD_SERIALIZED, all its background thread needs, instead of MPI_THREAD_MULTIPLE,
+  // which lets other MPI users (mpi4py) run beside it.
+  bool mpiThreadsDisable = false;
   Scheme scheme = Scheme::kAuto;
   // auto: timed calls per candidate per bucket; 0 = the first one.
   int autoProfileCalls = kDefaultAutoProfileCalls;

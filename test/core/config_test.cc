@@ -23,6 +23,7 @@ TEST(Config, DefaultsMatchTheDocumentedValues) {
   EXPECT_DOUBLE_EQ(c.value().autotuneNoise, 0.8);
   EXPECT_EQ(c.value().autotuneConfirmPairs, 3);
   EXPECT_FALSE(c.value().logHideTime);
+  EXPECT_FALSE(c.value().mpiThreadsDisable);
 }
 
 // Horovod's HOROVOD_AUTOTUNE* knobs; a knob set explicitly is fixed (not tuned).
@@ -63,6 +64,7 @@ TEST(Config, ParsesEveryKnob) {
                                 {"ZEN_TIMELINE_MARK_CYCLES", "1"},
                                 {"ZEN_LOG_LEVEL", "debug"},
                                 {"ZEN_LOG_HIDE_TIME", "1"},
+                                {"ZEN_MPI_THREADS_DISABLE", "1"},
                                 {"ZEN_TIMEOUT", "5"},
                                 {"ZEN_CONTROLLER_FD", "7"}});
   ASSERT_TRUE(c.isOk()) << c.status().toString();
@@ -78,6 +80,7 @@ TEST(Config, ParsesEveryKnob) {
   EXPECT_TRUE(c.value().timelineMarkCycles);
   EXPECT_EQ(c.value().logLevel, "debug");
   EXPECT_TRUE(c.value().logHideTime);
+  EXPECT_TRUE(c.value().mpiThreadsDisable);
   EXPECT_DOUBLE_EQ(c.value().timeoutSeconds, 5.0);
   EXPECT_EQ(c.value().controllerFd, 7);
 }
@@ -133,6 +136,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"ZEN_LOG_LEVEL", "loud", "ZEN_LOG_LEVEL='loud'"},
         BadCase{"ZEN_TIMELINE_MARK_CYCLES", "maybe", "expected 0/1"},
         BadCase{"ZEN_LOG_HIDE_TIME", "on", "ZEN_LOG_HIDE_TIME='on'"},
+        BadCase{"ZEN_MPI_THREADS_DISABLE", "2", "ZEN_MPI_THREADS_DISABLE='2'"},
         BadCase{"ZEN_FUSION_THRESHOLDD", "1", "unknown variable ZEN_FUSION_THRESHOLDD"},
         BadCase{"ZEN_RANK", "x", "ZEN_RANK='x'"},
         BadCase{"ZEN_CONTROLLER_FD", "-1", "ZEN_CONTROLLER_FD"},

@@ -2,10 +2,13 @@
 tf_keras.py; Horovod's horovod.common.basics semantics): the build itself, as CMake passes it
 to the tests (test/python/CMakeLists.txt), never the code under test: ZENTEST_WITH_MPI (1 or 0:
 ZEN_WITH_MPI) and ZENTEST_NCCL_HEADER (the nccl.h the build compiled against, "" without
-NCCL), whose NCCL_VERSION_CODE nccl_built() must return. Standard library only."""
+NCCL), whose NCCL_VERSION_CODE nccl_built() must return; under mpirun, Open MPI's own
+ompi_info for mpi_threads_supported(). Standard library only."""
 
 import os
 import re
+import shutil
+import subprocess
 
 from rank_report import expect_raises
 
@@ -24,6 +27,18 @@ def expected_nccl_version():
     return int(m.group(1))
 
 
+def expected_mpi_threads():
+    """Whether this Open MPI provides MPI_THREAD_MULTIPLE, as its ompi_info says (Zen asks for
+    it at MPI_Init_thread); None without ompi_info (another MPI)."""
+    if shutil.which("ompi_info") is None:
+        return None
+    out = subprocess.run(["ompi_info", "--parsable"], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+    m = re.search(r"^option:threads:.*MPI_THREAD_MULTIPLE: (yes|no)", out, re.M)
+    assert m, "ompi_info --parsable names no MPI_THREAD_MULTIPLE support"
+    return m.group(1) == "yes"
+
+
 def check_build_info(hvd, homogeneous=True):
     """hvd's (zen.torch, zen.tensorflow or zen.tensorflow.keras) build and launch queries
     after init: every one is there and agrees with the build and this job."""
@@ -39,6 +54,9 @@ def check_build_info(hvd, homogeneous=True):
     assert hvd.mpi_enabled() is ("OMPI_COMM_WORLD_RANK" in os.environ)
     if hvd.mpi_enabled():
         assert isinstance(hvd.mpi_threads_supported(), bool)
+        threads = expected_mpi_threads()
+        if threads is not None:
+            assert hvd.mpi_threads_supported() is threads, (hvd.mpi_threads_supported(), threads)
     else:  # as Horovod's: only under MPI
         expect_raises(ValueError, hvd.mpi_threads_supported, "MPI is not enabled")
     assert hvd.gloo_enabled() is False and hvd.gloo_built() is False

@@ -24,7 +24,8 @@ import pytest
 
 from rank_jobs import (SCHEMES, TORCH_PYTHON, assert_homogeneity, assert_word_lm_table,
                        check_job, check_names, check_test, exit_test, job_fixture,
-                       require_zen_torch, run_single_process, run_word_lm, selected_jobs)
+                       require_zen_torch, run_single_process, run_word_lm, selected_jobs,
+                       zenrun)
 
 require_zen_torch()
 
@@ -110,6 +111,24 @@ def test_single_process_without_launcher():
         "    opt.zero_grad(); (w * w).sum().backward(); opt.step()\n"
         "assert torch.allclose(w, torch.zeros(3, dtype=torch.float64) - 0.9), w\n"
         "hvd.shutdown(); print('ok')\n"))
+
+
+def test_mpi_threads_disable():
+    """zenrun --mpi --mpi-threads-disable: the MPI backend asks for MPI_THREAD_SERIALIZED, so
+    mpi_threads_supported() is False on every rank (job mpi's basics check says True there,
+    as this Open MPI's ompi_info does, without the flag)."""
+    if "mpi" not in SELECTED:
+        pytest.skip("job mpi not selected (ZENTEST_TORCH_JOBS)")
+    if shutil.which("mpirun") is None:
+        pytest.skip("no mpirun")
+    code = ("import zen.torch as hvd\n"
+            "hvd.init()\n"
+            "print('THREADS', hvd.mpi_enabled(), hvd.mpi_threads_supported(), flush=True)\n"
+            "hvd.shutdown()\n")
+    proc = zenrun(2, TORCH_PYTHON, "-c", [code], flags=["--mpi", "--mpi-threads-disable"],
+                  timeout=120)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert proc.stdout.count("THREADS True False") == 2, proc.stdout
 
 
 @pytest.mark.parametrize("slots,expected", [([2, 1], False), ([1, 1], True)])

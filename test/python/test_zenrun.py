@@ -368,13 +368,14 @@ def test_partial_lines_and_long_lines_stay_whole():
     (["--disable-cache", "--gloo"], {}),
     (["--log-without-timestamp"], {"ZEN_LOG_HIDE_TIME": "1"}),
     (["--log-hide-timestamp"], {"ZEN_LOG_HIDE_TIME": "1"}),  # horovodrun's older name
+    (["--mpi-threads-disable"], {"ZEN_MPI_THREADS_DISABLE": "1"}),
 ])
 def test_stall_and_cache_flags_reach_ranks(flags, expected):
     r = zenrun(["-np", "2"] + flags + [PYTHON, PROBE])
     assert r.returncode == 0, r.stderr
     for rep in probe_reports(r.stdout).values():
         got = {k: v for k, v in rep["env"].items()
-               if k.startswith(("ZEN_STALL", "ZEN_CACHE", "ZEN_LOG"))}
+               if k.startswith(("ZEN_STALL", "ZEN_CACHE", "ZEN_LOG", "ZEN_MPI"))}
         assert got == expected
 
 
@@ -402,6 +403,8 @@ stall_check:
 logging:
   level: ERROR
   with_timestamp: false
+library_options:
+  mpi_threads_disable: true
 """
 CONFIG_ENV = {"ZEN_FUSION_THRESHOLD": str(32 << 20), "ZEN_CYCLE_TIME": "4",
               "ZEN_CACHE_CAPACITY": "100", "ZEN_AUTOTUNE": "1",
@@ -410,7 +413,7 @@ CONFIG_ENV = {"ZEN_FUSION_THRESHOLD": str(32 << 20), "ZEN_CYCLE_TIME": "4",
               "ZEN_AUTOTUNE_GAUSSIAN_PROCESS_NOISE": "0.3",
               "ZEN_TIMELINE": "/tmp/zen-config-timeline.json", "ZEN_TIMELINE_MARK_CYCLES": "1",
               "ZEN_STALL_CHECK_TIME_SECONDS": "10", "ZEN_STALL_SHUTDOWN_TIME_SECONDS": "40",
-              "ZEN_LOG_LEVEL": "error", "ZEN_LOG_HIDE_TIME": "1"}
+              "ZEN_LOG_LEVEL": "error", "ZEN_LOG_HIDE_TIME": "1", "ZEN_MPI_THREADS_DISABLE": "1"}
 # The file's JSON twin: read without PyYAML.
 CONFIG_JSON = json.dumps({
     "params": {"fusion_threshold_mb": 32, "cycle_time_ms": 4, "cache_capacity": 100},
@@ -419,7 +422,8 @@ CONFIG_JSON = json.dumps({
                  "gaussian_process_noise": 0.3},
     "timeline": {"filename": "/tmp/zen-config-timeline.json", "mark_cycles": True},
     "stall_check": {"enabled": True, "warning_time_seconds": 10, "shutdown_time_seconds": 40},
-    "logging": {"level": "ERROR", "with_timestamp": False}})
+    "logging": {"level": "ERROR", "with_timestamp": False},
+    "library_options": {"mpi_threads_disable": True}})
 
 
 def _knobs(report):

@@ -32,6 +32,7 @@ ZEN_CONTROLLER_ADDR ZEN_CONTROLLER_FD ZEN_SECRET ZEN_IFACE ZEN_FUSION_THRESHOLD 
 ZEN_CACHE_CAPACITY
 ZEN_TIMELINE ZEN_TIMELINE_MARK_CYCLES ZEN_STALL_CHECK_TIME_SECONDS
 ZEN_STALL_SHUTDOWN_TIME_SECONDS ZEN_TIMEOUT ZEN_LOG_LEVEL ZEN_LOG_HIDE_TIME ZEN_SCHEME
+ZEN_MPI_THREADS_DISABLE
 ZEN_AUTO_PROFILE_CALLS
 ZEN_AUTO_SCHEMES
 ZEN_HASH_FUNCTIONS
@@ -158,7 +159,7 @@ _HOROVODRUN_ONLY = {
     "--no-hierarchical-allreduce": "hierarchical_allreduce",
     "--hierarchical-allgather": "hierarchical_allgather",
     "--no-hierarchical-allgather": "hierarchical_allgather",
-    "--mpi-threads-disable": "mpi_threads_disable", "--num-nccl-streams": "num_nccl_streams",
+    "--num-nccl-streams": "num_nccl_streams",
     "--thread-affinity": "thread_affinity", "--gloo-timeout-seconds": "gloo_timeout_seconds",
     "--binding-args": "binding_args", "--jsrun": "use_jsrun",
     "--blacklist-cooldown-range": "cooldown_range",
@@ -258,6 +259,10 @@ def build_parser():
                        action="store_true",
                        help="the library's log lines without the time of day -> "
                        "ZEN_LOG_HIDE_TIME=1")
+    knobs.add_argument("--mpi-threads-disable", action="store_true",
+                       help="with --mpi: MPI initialized with MPI_THREAD_SERIALIZED instead "
+                       "of MPI_THREAD_MULTIPLE (no other MPI user beside zen) -> "
+                       "ZEN_MPI_THREADS_DISABLE=1")
 
     tune = p.add_argument_group("autotune (Horovod's; rank 0 tunes the fusion threshold and "
                                 "the cycle time, except those given above)")
@@ -579,6 +584,8 @@ def knob_env(args):
         env["ZEN_LOG_LEVEL"] = args.log_level
     if args.log_hide_time:
         env["ZEN_LOG_HIDE_TIME"] = "1"
+    if args.mpi_threads_disable:
+        env["ZEN_MPI_THREADS_DISABLE"] = "1"
     if args.network_interface is not None:
         env["ZEN_IFACE"] = args.network_interface
     if args.autotune:

@@ -24,7 +24,7 @@ KEYS = {
     "stall_check": {"enabled": "no_stall_check", "warning_time_seconds": "stall_check_time",
                     "shutdown_time_seconds": "stall_shutdown_time"},
     "logging": {"level": "log_level", "with_timestamp": "log_hide_time"},
-    "library_options": {},
+    "library_options": {"mpi_threads_disable": "mpi_threads_disable"},
 }
 # horovodrun's settings with no zenrun counterpart (by their dest), and why: refused by name
 # in a config file and on the command line (args.py).
@@ -32,7 +32,6 @@ UNSUPPORTED = {
     "hierarchical_allreduce": "zen has no hierarchical allreduce (--scheme picks the sparse "
                               "algorithm)",
     "hierarchical_allgather": "zen has no hierarchical allgather",
-    "mpi_threads_disable": "zen runs no MPI collectives (--mpi only launches the ranks)",
     "num_nccl_streams": "zen's GPU path has no such setting",
     "thread_affinity": "zen has no thread affinity setting",
     "gloo_timeout_seconds": "zen has no Gloo; ZEN_TIMEOUT bounds its transports' waits",
@@ -44,7 +43,6 @@ UNSUPPORTED = {
 # A config key without a dest in KEYS -> its dest in UNSUPPORTED.
 _UNSUPPORTED_KEYS = {"params.hierarchical_allreduce": "hierarchical_allreduce",
                      "params.hierarchical_allgather": "hierarchical_allgather",
-                     "library_options.mpi_threads_disable": "mpi_threads_disable",
                      "library_options.num_nccl_streams": "num_nccl_streams",
                      "library_options.thread_affinity": "thread_affinity",
                      "library_options.gloo_timeout_seconds": "gloo_timeout_seconds"}
