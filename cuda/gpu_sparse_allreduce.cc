@@ -210,6 +210,9 @@ Status gpuSparseAllreduce(const GpuSparseAllreduceOptions& o, GpuSparseAllreduce
 
   GpuSparseAllreduceWorkspace::State local;
   GpuSparseAllreduceWorkspace::State& st = o.workspace != nullptr ? o.workspace->state() : local;
+  // The kernels' own waits for the stream (counts, verdicts) get the communicator's bound.
+  st.scratch.setWaitTimeout(comm.timeoutSeconds());
+  st.extractor.setWaitTimeout(comm.timeoutSeconds());
   GpuSchemeCall call;
   call.options = &o;
   call.state = &st;
