@@ -15,8 +15,7 @@ namespace zen::cuda {
 
 // Polls cudaStreamQuery (bounded_wait.h's pollUntil) until `stream` has finished its work:
 // ok; a CUDA error from the query (a device fault): kInternal naming it; past timeoutSeconds:
-// kTimeout "<what> did not complete within T s". Does not set the device: `stream`'s must be
-// current (as for every wrapper that enqueued work on it).
+// kTimeout "<what> did not complete within T s".
 Status waitStream(cudaStream_t stream, double timeoutSeconds, const char* what);
 
 }  // namespace zen::cuda
