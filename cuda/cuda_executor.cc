@@ -23,6 +23,7 @@
 #include "cuda/finalizer.h"
 #include "cuda/reducescatter_plan.h"
 #include "cuda/sparse_result.h"
+#include "cuda/stream_wait.h"
 
 #ifdef ZEN_HAVE_NCCL
 #include "cuda/gpu_sparse_allreduce.h"
@@ -108,9 +109,13 @@ struct CudaExecutor::Impl {
     if (stream != nullptr) {
       (void)cudaSetDevice(device);
 #ifdef ZEN_HAVE_NCCL
+      // Bounded; on a timeout it aborts the communicator, which ends NCCL's stuck kernels.
       if (comm) (void)comm->wait(stream, "shutdown");
 #endif
-      (void)cudaStreamSynchronize(stream);
+      // The rest of the stream's work (a failed communicator's wait returns at once), bounded
+      // too. A kernel that still never ends (not NCCL's) would block the buffers' cudaFree
+      // below as well: nothing in CUDA ends it short of the process's exit.
+      (void)waitStream(stream, options.timeoutSeconds, "the CUDA executor's shutdown");
       (void)cudaStreamDestroy(stream);
     }
   }
@@ -569,6 +574,12 @@ void CudaExecutor::submit(const Response& response,
     return s;
 #endif
   }();
+#ifdef ZEN_HAVE_NCCL
+  // A bounded wait timed out: a kernel wrapper's (stream_wait.h), or NCCL's own, which has
+  // aborted already. The stream may hold NCCL kernels that never end; aborting the
+  // communicator ends them, so nothing later waits behind them (later buckets get kAborted).
+  if (status.code() == StatusCode::kTimeout && m.comm) m.comm->abort(status);
+#endif
   if (!status.isOk()) {
     status = Status(status.code(), fmt::format("{}: {}", bucketWhat(response), status.message()));
   }

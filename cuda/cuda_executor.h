@@ -30,6 +30,10 @@
 //   done) once the event has completed, or with the device's error, or kTimeout. The events
 //   come from a pool (cuda/event_pool.h): a fired one is reused, a timed-out or failed one
 //   destroyed.
+// - Every host wait is bounded by timeoutSeconds (NcclComm::wait, the kernels' stream waits,
+//   cuda/stream_wait.h, the finalizer's). A bucket whose wait timed out fails its handles with
+//   that kTimeout and the communicator is aborted at once (its stuck kernels end; later GPU
+//   buckets fail with kAborted: the data plane needs a new communicator).
 // - Without NCCL (ZEN_HAVE_NCCL undefined) every device tensor is refused.
 // CUDA and NCCL types stay in cuda_executor.cc.
 #include <memory>
@@ -45,7 +49,7 @@ struct CudaExecutorOptions {
   uint64_t seed = 0x5eed2e2ULL;   // ZEN_SEED
   int hashFunctions = 3;          // ZEN_HASH_FUNCTIONS
   double memoryFactor = 1.5;      // ZEN_HASH_MEMORY_FACTOR
-  double timeoutSeconds = 30.0;   // ZEN_TIMEOUT: NCCL waits and the finalizer's bound
+  double timeoutSeconds = 30.0;   // ZEN_TIMEOUT: bound on every wait (NCCL, kernels, finalizer)
 
   static CudaExecutorOptions fromConfig(const Config& config);
 };

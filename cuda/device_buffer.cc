@@ -58,7 +58,10 @@ void GrowingBuffer<kMemory>::release() {
   if (data_ != nullptr) {
     // cudaFree "may" synchronize; kernels or copies still queued may use this memory, so
     // wait for them first. Rare: growth has headroom and objects live across calls. Nothing
-    // to report from a destructor path.
+    // to report from a destructor path. Unbounded, and it must stay so: cudaFree itself
+    // waits for the whole device, so a bounded wait here would not bound the free. Callers
+    // bound it instead by waiting for their stream first (the executor's reserve and
+    // shutdown, the wrappers' stream waits; NcclComm aborts stuck collectives on a timeout).
     cudaDeviceSynchronize();
     deallocate(kMemory, data_);
   }

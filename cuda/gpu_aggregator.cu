@@ -11,6 +11,7 @@
 // |I_j| x R accumulators and |I_j| / 8 bitmap bytes.
 #include "cuda/device_util.cuh"
 #include "cuda/gpu_aggregator.h"
+#include "cuda/stream_wait.h"
 
 namespace zen::cuda {
 namespace {
@@ -129,12 +130,12 @@ Status GpuAggregator::add(const uint32_t* positions,
   return Status::ok();
 }
 
-Status GpuAggregator::check(cudaStream_t stream) {
+Status GpuAggregator::check(cudaStream_t stream, double timeoutSeconds) {
   ZEN_CHECK_ARG(errors_.data() != nullptr, "check() before reset()");
   auto* host = hostErrors_.as<ull>();
   ZEN_CHECK_CUDA(
       cudaMemcpyAsync(host, errors_.data(), 2 * sizeof(ull), cudaMemcpyDeviceToHost, stream));
-  ZEN_CHECK_CUDA(cudaStreamSynchronize(stream));
+  ZEN_RETURN_IF_ERROR(waitStream(stream, timeoutSeconds, "the GPU aggregator's error words"));
   return errorStatus(host);
 }
 

@@ -29,8 +29,9 @@ class GpuAggregator {
   // apply in stream order, so lists of distinct positions give the CPU's result exactly.
   Status add(const uint32_t* positions, const void* values, int64_t count, cudaStream_t stream);
 
-  // Waits for the stream and reports a corrupt payload seen by add().
-  Status check(cudaStream_t stream);
+  // Waits for the stream (at most timeoutSeconds: kTimeout) and reports a corrupt payload seen
+  // by add().
+  Status check(cudaStream_t stream, double timeoutSeconds);
 
   uint32_t part() const { return part_; }
   uint64_t size() const { return size_; }  // |I_j|

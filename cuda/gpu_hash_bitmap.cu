@@ -24,6 +24,7 @@
 #include "cuda/device_util.cuh"
 #include "cuda/gpu_hash_bitmap.h"
 #include "cuda/scan.h"
+#include "cuda/stream_wait.h"
 
 namespace zen::cuda {
 namespace {
@@ -230,7 +231,7 @@ Status readVerdict(uint32_t part,
   ull* host = nullptr;
   ZEN_RETURN_IF_ERROR(ws->pinned(kReadbackPinned, 3, &host));
   ZEN_CHECK_CUDA(cudaMemcpyAsync(host, verdict, 3 * sizeof(ull), cudaMemcpyDeviceToHost, stream));
-  ZEN_CHECK_CUDA(cudaStreamSynchronize(stream));
+  ZEN_RETURN_IF_ERROR(waitStream(stream, ws->waitTimeoutSeconds(), "the GPU decode's verdict"));
   if (host[0] == kVerdictPadding) {
     return ZEN_ERROR(StatusCode::kInvalidArgument,
                      "bitmap of part {} has padding bits set past its {} positions (last byte "
@@ -294,7 +295,8 @@ Status gpuEncode(const GpuAggregator& agg,
   }
   ZEN_CHECK_CUDA(cudaMemcpyAsync(readback + 1, agg.errorWords(), 2 * sizeof(ull),
                                  cudaMemcpyDeviceToHost, stream));
-  ZEN_CHECK_CUDA(cudaStreamSynchronize(stream));
+  ZEN_RETURN_IF_ERROR(
+      waitStream(stream, workspace->waitTimeoutSeconds(), "the GPU encode's set-bit count"));
   ZEN_RETURN_IF_ERROR(agg.errorStatus(readback + 1));
   const auto count = static_cast<int64_t>(readback[0]);
 

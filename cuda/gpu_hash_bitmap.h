@@ -39,8 +39,9 @@ struct GpuEncodedPart {
 // Encodes an aggregation: the bitmap, and each set bit's accumulated row times `scale` (1 for
 // Sum, 1/n for Average), scaled in the accumulator type and rounded once to the dtype;
 // integers: the sum divided by 1/scale, truncated toward zero — encode() on the CPU, bit for
-// bit. Reports a corrupt payload seen by the aggregator's add(). Synchronizes `stream` once
-// (the count sizes the output); the values are ready in stream order when it returns.
+// bit. Reports a corrupt payload seen by the aggregator's add(). Waits for `stream` once (the
+// count sizes the output; bounded by workspace->waitTimeoutSeconds(), then kTimeout); the
+// values are ready in stream order when it returns.
 Status gpuEncode(const GpuAggregator& agg,
                  double scale,
                  GpuEncodedPart* out,
@@ -51,7 +52,7 @@ Status gpuEncode(const GpuAggregator& agg,
 // decoders they refuse a payload whose bitmapBytes is not ceil(|I_j| / 8), whose padding bits
 // are set, or whose valueBytes is not popcount x rowBytes (kInvalidArgument), and then write
 // nothing: the checks run on the device before the writing kernels, which see their verdict.
-// Both synchronize `stream` to return that verdict.
+// Both wait for `stream` to return that verdict (bounded as gpuEncode's wait).
 
 // Writes each set bit's row at row map.indexOf(part, p) of `out`, a dense device tensor
 // [map.numRows() x rowSize] of dtype; other rows are left untouched.

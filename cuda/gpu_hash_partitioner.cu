@@ -40,6 +40,7 @@
 #include "cuda/gpu_plan.h"
 #include "cuda/hash_partition_steps.h"
 #include "cuda/scan.h"
+#include "cuda/stream_wait.h"
 
 namespace zen::cuda {
 namespace {
@@ -255,7 +256,8 @@ Status GpuHashPartitioner::partition(const SparseView& in,
     ZEN_RETURN_IF_ERROR(out->deviceOffsets.reserve((n + 1) * sizeof(int64_t)));
     ZEN_CHECK_CUDA(
         cudaMemsetAsync(out->deviceOffsets.data(), 0, (n + 1) * sizeof(int64_t), stream));
-    ZEN_CHECK_CUDA(cudaStreamSynchronize(stream));
+    ZEN_RETURN_IF_ERROR(
+        waitStream(stream, workspace_.waitTimeoutSeconds(), "the GPU partitioner's empty offsets"));
     if (stats != nullptr) *stats = PartitionStats{};
     return Status::ok();
   }
@@ -307,7 +309,8 @@ Status GpuHashPartitioner::partition(const SparseView& in,
                                          stream));
     ZEN_CHECK_CUDA(cudaMemcpyAsync(hostCounters, counters, numCounters * sizeof(ull),
                                    cudaMemcpyDeviceToHost, stream));
-    ZEN_CHECK_CUDA(cudaStreamSynchronize(stream));
+    ZEN_RETURN_IF_ERROR(waitStream(stream, workspace_.waitTimeoutSeconds(),
+                                   "the GPU partitioner's claim counters"));
 
     if (hostCounters[hp::kBadEntry] != hp::kEmptySlot) {
       const auto entry = static_cast<int64_t>(hostCounters[hp::kBadEntry]);
@@ -466,7 +469,8 @@ Status GpuHashPartitioner::partition(const SparseView& in,
                                  cudaMemcpyDeviceToDevice, stream));
   ZEN_CHECK_CUDA(
       cudaMemcpyAsync(result, offsets, (n + 2) * sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
-  ZEN_CHECK_CUDA(cudaStreamSynchronize(stream));
+  ZEN_RETURN_IF_ERROR(
+      waitStream(stream, workspace_.waitTimeoutSeconds(), "the GPU partitioner's offsets"));
   out->offsets.assign(result, result + n + 1);
 
   if (times != nullptr) {

@@ -32,7 +32,8 @@ class GpuHashPartitioner {
   // owner, with its local position and its rows summed in entry order in the accumulator
   // type (fp32 for fp16/bf16), rounded once — the CPU partitioner's result, bit for bit, as
   // a set (the order inside a list depends on which entry claimed which slot first).
-  // Synchronizes `stream` twice (after the claim, and to copy the counts to out->offsets).
+  // Waits for `stream` twice (after the claim, and to copy the counts to out->offsets), each
+  // wait at most setWaitTimeout's bound (then kTimeout).
   // An out-of-range index is kInvalidArgument naming the first such entry; `out` is then
   // untouched. `stats` and `times` are optional.
   Status partition(const SparseView& deviceInput,
@@ -40,6 +41,9 @@ class GpuHashPartitioner {
                    cudaStream_t stream,
                    PartitionStats* stats = nullptr,
                    GpuPartitionTimes* times = nullptr);
+
+  // The bound on its waits for the stream (Workspace::setWaitTimeout; 30 s unless set).
+  void setWaitTimeout(double seconds) { workspace_.setWaitTimeout(seconds); }
 
   // Claim passes the last call needed: 1, or more after a serial-memory overflow.
   int lastAttempts() const { return lastAttempts_; }

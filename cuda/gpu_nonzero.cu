@@ -16,6 +16,7 @@
 #include "cuda/device_util.cuh"
 #include "cuda/gpu_nonzero.h"
 #include "cuda/scan.h"
+#include "cuda/stream_wait.h"
 
 namespace zen::cuda {
 namespace {
@@ -170,7 +171,8 @@ Status GpuNonzeroExtractor::extract(const DenseView& dense, GpuSparse* out, cuda
   ZEN_RETURN_IF_ERROR(exclusiveSum(tileCounts, tileOffsets, tiles + 1, &workspace_, stream));
   ZEN_CHECK_CUDA(
       cudaMemcpyAsync(total, tileOffsets + tiles, sizeof(int64_t), cudaMemcpyDeviceToHost, stream));
-  ZEN_CHECK_CUDA(cudaStreamSynchronize(stream));
+  ZEN_RETURN_IF_ERROR(
+      waitStream(stream, workspace_.waitTimeoutSeconds(), "the GPU nonzero extraction's count"));
   const int64_t nnz = *total;
   ZEN_RETURN_IF_ERROR(out->reserve(nnz));
   out->nnz = nnz;

@@ -195,9 +195,7 @@ Status agreeOnCall(const GpuSparseAllreduceOptions& o,
   return checkGpuCallSummaries(all, totalNnz);
 }
 
-}  // namespace
-
-Status gpuSparseAllreduce(const GpuSparseAllreduceOptions& o, GpuSparseAllreduceResult* result) {
+Status runSparseAllreduce(const GpuSparseAllreduceOptions& o, GpuSparseAllreduceResult* result) {
   ZEN_CHECK_ARG(o.comm != nullptr && result != nullptr,
                 "gpu sparse allreduce: null communicator or result");
   const auto start = ops::Clock::now();
@@ -210,6 +208,9 @@ Status gpuSparseAllreduce(const GpuSparseAllreduceOptions& o, GpuSparseAllreduce
 
   GpuSparseAllreduceWorkspace::State local;
   GpuSparseAllreduceWorkspace::State& st = o.workspace != nullptr ? o.workspace->state() : local;
+  // The kernels' own waits for the stream (counts, verdicts) get the communicator's bound.
+  st.scratch.setWaitTimeout(comm.timeoutSeconds());
+  st.extractor.setWaitTimeout(comm.timeoutSeconds());
   GpuSchemeCall call;
   call.options = &o;
   call.state = &st;
@@ -282,6 +283,16 @@ Status gpuSparseAllreduce(const GpuSparseAllreduceOptions& o, GpuSparseAllreduce
   result->stats.bytesReceived = after.totalReceived() - before.totalReceived();
   result->stats.seconds = std::chrono::duration<double>(ops::Clock::now() - start).count();
   return Status::ok();
+}
+
+}  // namespace
+
+Status gpuSparseAllreduce(const GpuSparseAllreduceOptions& o, GpuSparseAllreduceResult* result) {
+  const Status s = runSparseAllreduce(o, result);
+  // A kernel's own bounded stream wait timed out (NcclComm's waits abort by themselves): the
+  // stream may hold NCCL kernels that never end, and aborting the communicator ends them.
+  if (s.code() == StatusCode::kTimeout && o.comm != nullptr) o.comm->abort(s);
+  return s;
 }
 
 }  // namespace zen::cuda

@@ -15,7 +15,9 @@
 // - Synchronization: the call synchronizes the stream several times (counts and sizes come
 //   back to the host), each NCCL step with NcclComm::wait's bounded deadline. When it returns
 //   OK, the outputs are complete: no further synchronization is needed. On an error the
-//   outputs are unspecified; an NCCL error or timeout aborts the comm (see nccl_comm.h).
+//   outputs are unspecified; an NCCL error or timeout aborts the comm (see nccl_comm.h), and
+//   so does a timeout of a kernel's own bounded wait for the stream (cuda/stream_wait.h:
+//   every wait is bounded by comm->timeoutSeconds()).
 // - Outputs are owned by the result object (device buffers grown, never shrunk, so a result
 //   kept across steps does not reallocate), unless options.denseOutputView is set: then the
 //   dense result is written there (every element overwritten) and result->dense is unused.

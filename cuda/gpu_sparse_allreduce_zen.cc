@@ -68,6 +68,7 @@ Status gpuSparseAllreduceZen(const GpuSchemeCall& c, GpuSparseAllreduceResult* r
 
   // 1. partition
   preparePartitioner(c, n);
+  st.partitioner->setWaitTimeout(comm.timeoutSeconds());
   ZEN_RETURN_IF_ERROR(st.partitioner->partition(in, &st.lists, stream));
   std::vector<uint64_t> sendCounts(static_cast<size_t>(n));
   for (int p = 0; p < n; ++p) sendCounts[p] = static_cast<uint64_t>(st.lists.count(p));

@@ -303,6 +303,14 @@ Status NcclComm::init() {
   return m->waitIssued("ncclCommInitRankConfig");
 }
 
+void NcclComm::abort(const Status& why) {
+  Impl* m = impl_.get();
+  if (!m->failure.isOk()) return;
+  (void)cudaSetDevice(m->options.deviceIndex);
+  (void)m->fail(ZEN_ERROR(StatusCode::kAborted, "rank {}: NCCL communicator aborted: {}", m->rank,
+                          why.toString()));
+}
+
 Status NcclComm::wait(cudaStream_t stream, const char* what) {
   Impl* m = impl_.get();
   ZEN_RETURN_IF_ERROR(init());

@@ -87,6 +87,11 @@ class NcclComm {
   // stuck on the GPU) and returns kAborted with `why`. Only the driving thread touches NCCL.
   void requestAbort(const Status& why);
 
+  // On the driving thread: aborts the communicator now (ncclCommAbort ends its kernels stuck on
+  // the GPU), e.g. after a kernel wrapper's own bounded stream wait (stream_wait.h) timed out
+  // behind them. Later calls return kAborted with `why`. A no-op once it has failed.
+  void abort(const Status& why);
+
   // Counts first: sendCounts[p] (host, size() entries) goes to rank p; (*recvCounts)[p]
   // becomes what rank p sent here. One grouped NCCL exchange of 8 bytes per pair; waits.
   Status exchangeCounts(const std::vector<uint64_t>& sendCounts,

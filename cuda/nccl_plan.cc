@@ -1,7 +1,6 @@
 #include "cuda/nccl_plan.h"
 
 #include <algorithm>
-#include <thread>
 
 namespace zen::cuda {
 
@@ -9,36 +8,7 @@ Status pollWithDeadline(const std::function<PollState(Status* failure)>& poll,
                         double timeoutSeconds,
                         int rank,
                         const char* what) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(std::max(0.0, timeoutSeconds)));
-  auto sleep = std::chrono::microseconds(10);
-  for (;;) {
-    Status failure;
-    switch (poll(&failure)) {
-      case PollState::kDone:
-        return Status::ok();
-      case PollState::kFailed:
-        if (failure.isOk()) {
-          return ZEN_ERROR(StatusCode::kInternal, "rank {}: {} failed (no detail)", rank, what);
-        }
-        return failure;
-      case PollState::kPending:
-        break;
-    }
-    const auto now = Clock::now();
-    if (now >= deadline) {
-      return ZEN_ERROR(StatusCode::kTimeout, "rank {}: {} did not complete within {} s", rank, what,
-                       timeoutSeconds);
-    }
-    if (now - start < std::chrono::microseconds(100)) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(sleep);
-      sleep = std::min(sleep * 2, std::chrono::microseconds(1000));
-    }
-  }
+  return pollUntil(poll, timeoutSeconds, fmt::format("rank {}: {}", rank, what));
 }
 
 Status checkAlltoallvSizes(int size,

@@ -3,24 +3,18 @@
 // Host-side logic of the NCCL backend (cuda/nccl_comm.cc) in plain C++ without CUDA or NCCL
 // headers, so test/cuda_host checks it on every machine: the bounded poll loop, the checks of
 // v-collective segment sizes, and the byte accounting (ops::TransportCounters' rules).
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <vector>
 
 #include "core/status.h"
+#include "cuda/bounded_wait.h"
 
 namespace zen::cuda {
 
-// One look at an asynchronous operation.
-enum class PollState { kDone, kPending, kFailed };
-
-// Calls poll() until it says kDone (ok) or kFailed (its status, from *failure), or until
-// timeoutSeconds have passed (kTimeout: "rank R: <what> did not complete within T s"). Spins
-// with yields for the first ~100 us, then sleeps in steps growing to 1 ms: a collective that
-// takes microseconds is not slowed down, a long one does not burn a core. `poll` fills
-// *failure when it returns kFailed.
+// bounded_wait.h's pollUntil with "rank R: <what>" as the operation's name: kTimeout "rank R:
+// <what> did not complete within T s". `poll` fills *failure when it returns kFailed.
 Status pollWithDeadline(const std::function<PollState(Status* failure)>& poll,
                         double timeoutSeconds,
                         int rank,

@@ -42,10 +42,16 @@ class Workspace {
   // Device memory held, over all slots.
   size_t heldBytes() const;
 
+  // The bound on each wait for the stream in the algorithms using this workspace
+  // (stream_wait.h: kTimeout past it): the caller's timeoutSeconds (Config::timeoutSeconds).
+  void setWaitTimeout(double seconds) { waitTimeoutSeconds_ = seconds; }
+  double waitTimeoutSeconds() const { return waitTimeoutSeconds_; }
+
  private:
   DeviceBuffer device_[kDeviceSlots];
   PinnedBuffer pinned_[kPinnedSlots];
   int smCount_ = -1;
+  double waitTimeoutSeconds_ = 30.0;  // Config::timeoutSeconds' default
 };
 
 }  // namespace zen::cuda

@@ -31,6 +31,7 @@ using testing::upload;
 using testing::uploadBytes;
 
 constexpr unsigned char kDensePattern = 0x5a;  // rows the decoders must leave alone
+constexpr double kWaitSeconds = 30.0;          // bound on GpuAggregator::check's wait
 
 // Every rank's tensor (half of each rank's indices from a shared pool: overlap) and its
 // Push lists from the CPU partitioner.
@@ -332,12 +333,12 @@ TEST(HashBitmapGpu, CorruptPushListIsRefusedAndWritesNothing) {
   ASSERT_OK(upload(bad, &dBad));
   ASSERT_OK(upload(ones, &dVal));
   ASSERT_OK(agg.add(dGood.as<uint32_t>(), dVal.data(), 3, nullptr));
-  ASSERT_OK(agg.check(nullptr));
+  ASSERT_OK(agg.check(nullptr, kWaitSeconds));
   const auto before = download<float>(agg.accumulators(), size);
   const auto bitsBefore = download<uint32_t>(agg.occupancyWords(), agg.occupancyWordCount());
   ASSERT_OK(agg.add(dBad.as<uint32_t>(), dVal.data(), 3, nullptr));   // refused on the device
   ASSERT_OK(agg.add(dGood.as<uint32_t>(), dVal.data(), 3, nullptr));  // skipped after it
-  const Status s = agg.check(nullptr);
+  const Status s = agg.check(nullptr, kWaitSeconds);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("entry 1 has local position " + std::to_string(size)),
             std::string::npos)

@@ -328,6 +328,23 @@ TEST(NcclCommGpu, RequestAbortEndsTheCommOnItsNextCall) {
   });
 }
 
+// The driving thread's abort (after a kernel's own stream wait timed out): at once, and the
+// first reason stays.
+TEST(NcclCommGpu, AbortEndsTheCommAtOnce) {
+  runRanks(1, [&](RankContext& c) {
+    EXPECT_OK(c.comm->init());
+    c.comm->abort(ZEN_ERROR(StatusCode::kTimeout, "the count's read-back timed out"));
+    EXPECT_FALSE(c.comm->ready());
+    c.comm->abort(ZEN_ERROR(StatusCode::kInternal, "a later reason"));  // a no-op
+    std::vector<uint64_t> counts;
+    const Status s = c.comm->allgatherCounts(1, &counts, c.stream);
+    EXPECT_EQ(s.code(), StatusCode::kAborted) << s.toString();
+    EXPECT_NE(s.message().find("the count's read-back timed out"), std::string::npos)
+        << s.message();
+    EXPECT_EQ(s.message().find("a later reason"), std::string::npos) << s.message();
+  });
+}
+
 // Rank 0 waits for a collective its peers never join: a bounded kTimeout naming rank and call,
 // the comm aborted, later calls kAborted. Needs two GPUs.
 TEST(NcclCommGpu, AMissingPeerIsATimeoutNotAHang) {
