@@ -16,6 +16,7 @@ from zen.tensorflow.adasum_optimizer import AdasumStep, check_adasum_arguments
 from zen.tensorflow.aggregation import LocalAggregation
 from zen.tensorflow.compression import Compression, TopKCompressor
 from zen.tensorflow.gradients import make_allreduce_grads_fn
+from zen.tensorflow.local_gradients import LocalVariables, layers_variables
 
 
 class _DistributedOptimizer:
@@ -24,24 +25,33 @@ class _DistributedOptimizer:
     def apply(self, grads, trainable_variables=None):
         parent = super(self.__class__, self)
         grads = list(grads)
-        if self._zen_aggregation is None and self._zen_adasum is None:
-            return parent.apply(self._zen_allreduce_grads(grads), trainable_variables)
         if trainable_variables is None:
             variables = self._trainable_variables
         else:
             variables = list(trainable_variables)
-            if not self.built:  # outside the cond: the optimizer's variables come first
-                with keras.name_scope(self.name, caller=self):
-                    self.build(variables)
-                self.built = True
+        if self._zen_aggregation is None and self._zen_adasum is None:
+            return parent.apply(self._zen_reduce(grads, variables), trainable_variables)
+        if trainable_variables is not None and not self.built:
+            # outside the cond: the optimizer's variables come first
+            with keras.name_scope(self.name, caller=self):
+                self.build(variables)
+            self.built = True
         apply_fn = lambda reduced: parent.apply(reduced, trainable_variables)  # noqa: E731
         if self._zen_adasum is not None:
             grads = self._zen_adasum.dense(grads, variables)
-            apply_fn = self._zen_adasum.wrap(apply_fn, variables)
+            apply_fn = self._zen_adasum.wrap(apply_fn, variables, self._zen_local.mask(variables))
         if self._zen_aggregation is None:
-            return apply_fn(grads)
+            return apply_fn(self._zen_reduce(grads, variables))
         self._zen_aggregation.step(grads, variables, apply_fn, self.iterations)
         return None
+
+    def register_local_var(self, var):
+        """Marks a variable as this rank's own (model parallelism): its gradient is not
+        reduced, only divided by the set's size when scale_local_gradients (Horovod's)."""
+        self._zen_local.register(var)
+
+    def _zen_reduce(self, grads, variables):
+        return self._zen_local.reduce(self._zen_allreduce_grads, grads, variables)
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
@@ -92,9 +102,26 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     else:
         distributed._zen_allreduce_grads = make_allreduce_grads_fn(
             prefix, op, compression, sparse_as_dense, gradient_predivide_factor, process_set)
+    distributed._zen_local = LocalVariables(process_set, scale_local_gradients)
     distributed._zen_aggregation = None
     if backward_passes_per_step > 1:
         distributed._zen_aggregation = LocalAggregation(
-            backward_passes_per_step, average_aggregated_gradients,
-            distributed._zen_allreduce_grads)
+            backward_passes_per_step, average_aggregated_gradients, distributed._zen_reduce)
+    return distributed
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                compression=Compression.none, sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=Average,
+                                backward_passes_per_step=1, average_aggregated_gradients=False,
+                                num_groups=0, groups=None, process_set=global_process_set,
+                                local_layers=None, scale_local_gradients=True):
+    """DistributedOptimizer with local_layers' (keras layers: a layer or a list) trainable
+    variables registered with register_local_var: their gradients stay this rank's own."""
+    distributed = DistributedOptimizer(
+        optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
+        gradient_predivide_factor, op, backward_passes_per_step, average_aggregated_gradients,
+        num_groups, groups, process_set, scale_local_gradients)
+    for var in layers_variables(local_layers):
+        distributed.register_local_var(var)
     return distributed
