@@ -1,8 +1,9 @@
 """What every rank runs in test_tensorflow.py's graph jobs: zen.tensorflow's TensorFlow 1 API
 (tf.compat.v1 graphs and sessions, eager execution disabled in this process):
 broadcast_global_variables, BroadcastGlobalVariablesHook in a MonitoredTrainingSession,
-broadcast_object_fn(session=), broadcast_object / allgather_object in the default session
-and zen.tensorflow.keras.broadcast_global_variables.
+broadcast_object_fn(session=), broadcast_object / allgather_object in the default session,
+zen.tensorflow.keras.broadcast_global_variables and DistributedOptimizer of a TensorFlow 1
+optimizer.
 
     tools/zenrun -np N .venv-tf/bin/python tf_graph.py [CHECK ...]
 
@@ -119,6 +120,34 @@ def keras_broadcast_global_variables():
             assert_values(session.run(variables), rank_values(0))
         expect_raises(RuntimeError, lambda: hvd_keras.broadcast_global_variables(0),
                       "default TensorFlow 1 session")
+
+
+@check
+def distributed_optimizer_of_a_tf1_optimizer():
+    """DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0)).minimize: a step
+    moves w by the average of every rank's gradient x_r, the register_local_var variable u
+    by this rank's own 2 x_r divided by the size (scale_local_gradients)."""
+    rank, size = hvd.rank(), hvd.size()
+
+    def x(r):
+        return np.arange(3, dtype=np.float32) + r + 1
+    with tf.Graph().as_default():
+        w = tf.compat.v1.Variable(np.ones(3, np.float32), name="w")
+        u = tf.compat.v1.Variable(np.ones(3, np.float32), name="u")
+        loss = tf.reduce_sum(w * x(rank)) + tf.reduce_sum(u * 2 * x(rank))
+        optimizer = hvd.DistributedOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(1.0))
+        optimizer.register_local_var(u)
+        train = optimizer.minimize(loss)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(train)
+            got_w, got_u = session.run([w, u])
+    assert np.allclose(got_w, 1 - sum(x(r) for r in range(size)) / size), got_w
+    assert np.allclose(got_u, 1 - 2 * x(rank) / size), got_u
+    expect_raises(NotImplementedError, lambda: hvd.DistributedOptimizer(
+        tf.compat.v1.train.GradientDescentOptimizer(1.0), backward_passes_per_step=2),
+        "TensorFlow 1 optimizer")
 
 
 def barrier():

@@ -21,7 +21,8 @@ DistributedOptimizer; rank numbers in a set's collectives are ranks within the s
 SyncBatchNormalization: keras.layers.BatchNormalization with the training-mode moments over
 the global batch (sync_batch_norm.py). broadcast_object, broadcast_object_fn and
 allgather_object as Horovod's (eagerly, or in a TensorFlow 1 session). TensorFlow 1 graphs
-(tf.compat.v1): broadcast_global_variables and BroadcastGlobalVariablesHook (graph_mode.py;
+(tf.compat.v1): broadcast_global_variables, BroadcastGlobalVariablesHook and
+DistributedOptimizer of a tf.compat.v1.train optimizer (graph_mode.py;
 broadcast_global_variables refuses eager execution, as Horovod's).
 PartialDistributedGradientTape and register_local_source (and the Keras optimizer's
 register_local_var, PartialDistributedOptimizer): local layers keep their own gradients

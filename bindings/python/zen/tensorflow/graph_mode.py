@@ -1,6 +1,7 @@
 """horovod.tensorflow's TensorFlow 1 API (tf.compat.v1 graphs and sessions):
-broadcast_global_variables and BroadcastGlobalVariablesHook. Graph mode only, as Horovod's:
-eagerly there are no global variables (use broadcast_variables)."""
+broadcast_global_variables and BroadcastGlobalVariablesHook (graph mode only, as Horovod's:
+eagerly there are no global variables; use broadcast_variables), and the DistributedOptimizer
+of a tf.compat.v1.train optimizer (optimizer.py builds it)."""
 
 import tensorflow as tf
 
@@ -37,3 +38,41 @@ class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):
 
     def after_create_session(self, session, coord):
         session.run(self.bcast_op)
+
+
+class LegacyDistributedOptimizer(tf.compat.v1.train.Optimizer):
+    """DistributedOptimizer of a TensorFlow 1 optimizer (tf.compat.v1.train.*), as Horovod's:
+    compute_gradients (and so minimize) returns the gradients reduced over the ranks; the
+    rest is the wrapped optimizer's. reduce(grads, variables) is DistributedOptimizer's
+    allreduce with its local variables (register_local_var) left out."""
+
+    def __init__(self, optimizer, name, use_locking, reduce, local):
+        super().__init__(name=name or "Distributed" + type(optimizer).__name__,
+                         use_locking=use_locking)
+        self._optimizer = optimizer
+        self._reduce = reduce
+        self._local = local
+
+    def register_local_var(self, var):
+        """Marks a variable as this rank's own (model parallelism): its gradient is not
+        reduced."""
+        self._local.register(var)
+
+    def compute_gradients(self, *args, **kwargs):
+        grads_and_vars = self._optimizer.compute_gradients(*args, **kwargs)
+        if not grads_and_vars:
+            return grads_and_vars
+        grads, variables = zip(*grads_and_vars)
+        return list(zip(self._reduce(list(grads), list(variables)), variables))
+
+    def apply_gradients(self, *args, **kwargs):
+        return self._optimizer.apply_gradients(*args, **kwargs)
+
+    def get_slot(self, *args, **kwargs):
+        return self._optimizer.get_slot(*args, **kwargs)
+
+    def get_slot_names(self, *args, **kwargs):
+        return self._optimizer.get_slot_names(*args, **kwargs)
+
+    def variables(self, *args, **kwargs):
+        return self._optimizer.variables(*args, **kwargs)

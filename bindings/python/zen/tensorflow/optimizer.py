@@ -9,6 +9,7 @@ with it loads with plain Keras (a plain optimizer) or with zen.tensorflow.keras.
 (wrapped again), as in Horovod."""
 
 import keras
+import tensorflow as tf
 
 from zen.common.basics import Adasum, Average
 from zen.common.process_sets import global_process_set, process_set_id
@@ -16,6 +17,7 @@ from zen.tensorflow.adasum_optimizer import AdasumStep, check_adasum_arguments
 from zen.tensorflow.aggregation import LocalAggregation
 from zen.tensorflow.compression import Compression, TopKCompressor
 from zen.tensorflow.gradients import make_allreduce_grads_fn
+from zen.tensorflow.graph_mode import LegacyDistributedOptimizer
 from zen.tensorflow.local_gradients import LocalVariables, layers_variables
 
 
@@ -58,7 +60,8 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
                          compression=Compression.none, sparse_as_dense=False,
                          gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0, groups=None,
-                         process_set=global_process_set, scale_local_gradients=True):
+                         process_set=global_process_set, scale_local_gradients=True,
+                         use_locking=False):
     """A copy of the Keras optimizer (same class, same config) that averages (op=Average) or
     sums (op=Sum) the gradients over all ranks (over process_set's ranks, divided by its size;
     a rank outside it applies its own gradients) before applying them. tf.IndexedSlices
@@ -69,10 +72,18 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     rank applies its gradients (summed over the passes) locally and the ranks combine the
     variable deltas with Adasum (dense gradients only, or sparse_as_dense; Compression.none or
     .fp16; a power-of-two number of ranks). groups/num_groups are accepted: the daemon fuses
-    whatever reaches it in one cycle."""
+    whatever reaches it in one cycle. A TensorFlow 1 optimizer (tf.compat.v1.train.*, graph
+    mode) gets Horovod's wrapper of those (graph_mode.LegacyDistributedOptimizer; use_locking
+    is its): its compute_gradients and minimize reduce, without Adasum,
+    backward_passes_per_step > 1 or Compression.topk."""
+    if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+        return _legacy_optimizer(optimizer, name, use_locking, compression, sparse_as_dense,
+                                 gradient_predivide_factor, op, backward_passes_per_step,
+                                 process_set, scale_local_gradients)
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise ValueError("zen.tensorflow.DistributedOptimizer wraps a Keras optimizer "
-                         "(keras.optimizers.*), not %s" % type(optimizer).__name__)
+                         "(keras.optimizers.*) or a TensorFlow 1 one (tf.compat.v1.train.*), "
+                         "not %s" % type(optimizer).__name__)
     if process_set_id(process_set, "DistributedOptimizer", members_only=False) != 0 and \
             op == Adasum:
         raise ValueError("DistributedOptimizer(op=Adasum) runs over the global process set "
@@ -108,6 +119,23 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
         distributed._zen_aggregation = LocalAggregation(
             backward_passes_per_step, average_aggregated_gradients, distributed._zen_reduce)
     return distributed
+
+
+def _legacy_optimizer(optimizer, name, use_locking, compression, sparse_as_dense,
+                      gradient_predivide_factor, op, backward_passes_per_step, process_set,
+                      scale_local_gradients):
+    if op == Adasum or backward_passes_per_step != 1 or isinstance(compression, TopKCompressor):
+        raise NotImplementedError(
+            "zen.tensorflow.DistributedOptimizer of a TensorFlow 1 optimizer (%s) takes neither "
+            "op=Adasum, backward_passes_per_step > 1 nor Compression.topk; wrap a Keras "
+            "optimizer for them" % type(optimizer).__name__)
+    allreduce_grads = make_allreduce_grads_fn(
+        "DistributedOptimizer.%s" % (name or type(optimizer).__name__), op, compression,
+        sparse_as_dense, gradient_predivide_factor, process_set)
+    local = LocalVariables(process_set, scale_local_gradients)
+    return LegacyDistributedOptimizer(
+        optimizer, name, use_locking,
+        lambda grads, variables: local.reduce(allreduce_grads, grads, variables), local)
 
 
 def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
