@@ -6,7 +6,9 @@ tf_topk.py (Compression.topk against a dense re-computation of DGC), tf_keras.py
 (DistributedOptimizer / DistributedGradientTape(op=Adasum) against a numpy re-computation; 3
 ranks: the daemon's power-of-two error), tf_process_sets.py (process sets on 4 ranks) and
 tf_elastic.py (zen.tensorflow.elastic and zen.tensorflow.keras.elastic: states, callbacks,
-recovery from a real failure, on 2 ranks) under
+recovery from a real failure, on 2 ranks) and tf_graph.py (the TensorFlow 1 API in graph mode:
+broadcast_global_variables, BroadcastGlobalVariablesHook, the objects in a session; 2 and 3
+ranks) under
 the TensorFlow of .venv-tf; this file reads their per-check reports and needs no TensorFlow
 itself.
 
@@ -14,7 +16,7 @@ Run: tools/build-tf && /usr/bin/python3 -m pytest -q test/python/test_tensorflow
 (CTest: python_tf_*, which stage the package in the build directory first and name it in
 ZENTEST_PYTHONPATH.) ZENTEST_TF_JOBS selects the jobs (comma-separated: np2, np4, train2,
 train4, topk2, topk4, keras2, keras4, adasum2, adasum4, adasum3, single, ps4, syncbn2,
-syncbn4, elastic2, hosts; default all);
+syncbn4, elastic2, graph2, graph3, hosts; default all);
 ZENTEST_TF_PYTHON is the ranks' python (default .venv-tf/bin/python). A missing venv or op
 library fails, it is not skipped: tools/test promises these tests ran.
 """
@@ -28,7 +30,8 @@ from rank_jobs import (SCHEMES, TF_ENV, TF_PYTHON, assert_homogeneity, check_job
 require_zen_tensorflow()
 
 SELECTED = selected_jobs("ZENTEST_TF_JOBS", "np2,np4,train2,train4,topk2,topk4,keras2,keras4,"
-                         "adasum2,adasum4,adasum3,single,ps4,syncbn2,syncbn4,elastic2,hosts")
+                         "adasum2,adasum4,adasum3,single,ps4,syncbn2,syncbn4,elastic2,graph2,"
+                         "graph3,hosts")
 CHECK_NAMES = check_names("tf_checks.py")
 KERAS_CHECKS = check_names("tf_keras.py")
 TOPK_CHECKS = check_names("tf_topk.py")
@@ -36,6 +39,7 @@ ADASUM_CHECKS = check_names("tf_adasum.py")
 PROCESS_SET_CHECKS = check_names("tf_process_sets.py")
 SYNC_BN_CHECKS = check_names("tf_sync_batch_norm.py")
 ELASTIC_CHECKS = check_names("tf_elastic.py")
+GRAPH_CHECKS = check_names("tf_graph.py")
 ADASUM_NOT_POW2 = "adasum_world_not_power_of_two"
 TRAIN_CHECKS = ["%s.%s" % (kind, s) for s in SCHEMES for kind in ("tape", "keras")] + \
     ["tape.zen.sparse_as_dense", "tape.zen.fp16", "tape.zen.topk1", "keras.zen.topk1"]
@@ -61,11 +65,14 @@ job_ps4 = tf_job("ps4", 4, "tf_process_sets.py", [])
 job_syncbn2 = tf_job("syncbn2", 2, "tf_sync_batch_norm.py", [])
 job_syncbn4 = tf_job("syncbn4", 4, "tf_sync_batch_norm.py", [])
 job_elastic2 = tf_job("elastic2", 2, "tf_elastic.py", [])
+job_graph2 = tf_job("graph2", 2, "tf_graph.py", [])
+job_graph3 = tf_job("graph3", 3, "tf_graph.py", [])
 JOBS = {"np2": "job_np2", "np4": "job_np4", "train2": "job_train2", "train4": "job_train4",
         "topk2": "job_topk2", "topk4": "job_topk4", "keras2": "job_keras2",
         "keras4": "job_keras4", "adasum2": "job_adasum2", "adasum4": "job_adasum4",
         "adasum3": "job_adasum3", "ps4": "job_ps4", "syncbn2": "job_syncbn2",
-        "syncbn4": "job_syncbn4", "elastic2": "job_elastic2"}
+        "syncbn4": "job_syncbn4", "elastic2": "job_elastic2", "graph2": "job_graph2",
+        "graph3": "job_graph3"}
 
 
 test_two_ranks_tcp = check_test("job_np2", 2, CHECK_NAMES)
@@ -83,6 +90,8 @@ test_process_sets_four_ranks = check_test("job_ps4", 4, PROCESS_SET_CHECKS)
 test_sync_batch_norm_two_ranks = check_test("job_syncbn2", 2, SYNC_BN_CHECKS)
 test_sync_batch_norm_four_ranks = check_test("job_syncbn4", 4, SYNC_BN_CHECKS)
 test_elastic_two_ranks = check_test("job_elastic2", 2, ELASTIC_CHECKS)
+test_graph_mode_two_ranks = check_test("job_graph2", 2, GRAPH_CHECKS)
+test_graph_mode_three_ranks = check_test("job_graph3", 3, GRAPH_CHECKS)
 test_jobs_exit_cleanly = exit_test(JOBS, SELECTED)
 
 

@@ -89,8 +89,6 @@ def objects():
     for step in range(2):
         mine = ("from", rank, step) if rank == size - 1 else None
         assert bcast(mine) == ("from", size - 1, step)
-    expect_raises(NotImplementedError, lambda: hvd.allgather_object(1, session=object()),
-                  "eagerly")
     # broadcast_: in place, root_rank's values.
     variables = [tf.Variable([float(rank)] * 3), tf.Variable(rank * 10)]
     assert hvd.broadcast_(variables, root_rank=size - 1, name="objects.inplace") == variables
@@ -148,6 +146,97 @@ def partial_distributed_gradient_tape():
     assert np.allclose(got[0], sum(g[0] for g in per_rank) / size, rtol=1e-6)
     expect_raises(ValueError, lambda: hvd.PartialDistributedGradientTape(
         tf.GradientTape(), local_layers=[local.kernel]), "layers.Layer")
+
+
+def partial_optimizer_step(local, shared, rank, make_optimizer, passes=1):
+    """The gradient steps make_optimizer() (a zen DistributedOptimizer of SGD(1.0)) applies
+    after `passes` calls of apply with this rank's plain gradients, as (local, shared): minus
+    the change of each kernel. The kernels are put back."""
+    optimizer = make_optimizer()
+    grads = partial_tape_grads(local, shared, rank)
+    variables = [local.kernel, shared.kernel]
+    before = [v.numpy() for v in variables]
+    for _ in range(passes):
+        optimizer.apply(grads, variables)
+    steps = [b - v.numpy() for b, v in zip(before, variables)]
+    for v, b in zip(variables, before):
+        v.assign(b)
+    return steps
+
+
+@check
+def partial_distributed_optimizer():
+    """zen.tensorflow.keras.PartialDistributedOptimizer(local_layers=[local]) and the
+    optimizer's register_local_var: the local kernel steps by this rank's own gradient
+    (divided by the size when scale_local_gradients, Horovod's default), the shared one by the
+    average of every rank's (hand-computed here for each rank); so too summed over
+    backward_passes_per_step=2, and under op=Adasum the local kernel is not combined."""
+    import keras
+    import zen.tensorflow.keras as hvd_keras
+    rank, size = hvd.rank(), hvd.size()
+    local, shared = partial_tape_model()
+    per_rank = [partial_tape_grads(local, shared, r) for r in range(size)]
+    own, shared_avg = per_rank[rank][0].numpy(), sum(g[1] for g in per_rank).numpy() / size
+
+    def expect(steps, want_local, want_shared=shared_avg, what=""):
+        assert np.allclose(steps[0], want_local, rtol=1e-5), (what, steps[0], want_local)
+        if want_shared is not None:
+            assert np.allclose(steps[1], want_shared, rtol=1e-5), (what, steps[1], want_shared)
+
+    for scale in (True, False):
+        steps = partial_optimizer_step(local, shared, rank, lambda: (
+            hvd_keras.PartialDistributedOptimizer(keras.optimizers.SGD(1.0), local_layers=local,
+                                                  scale_local_gradients=scale)))
+        expect(steps, own / size if scale else own, what=("partial", scale))
+
+    def registered(**kwargs):
+        optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(1.0), **kwargs)
+        optimizer.register_local_var(local.kernel)
+        return optimizer
+    expect(partial_optimizer_step(local, shared, rank, registered), own / size,
+           what="register_local_var")
+    expect(partial_optimizer_step(local, shared, rank,
+                                  lambda: registered(backward_passes_per_step=2), passes=2),
+           2 * own / size, 2 * shared_avg, what="backward_passes_per_step=2")
+    if size & (size - 1) == 0:  # Zen's Adasum: a power-of-two number of ranks
+        expect(partial_optimizer_step(local, shared, rank, lambda: registered(op=hvd.Adasum)),
+               own / size, None, what="Adasum")
+    # Without local layers it is DistributedOptimizer: both averaged.
+    steps = partial_optimizer_step(local, shared, rank, lambda: (
+        hvd_keras.PartialDistributedOptimizer(keras.optimizers.SGD(1.0))))
+    expect(steps, sum(g[0] for g in per_rank).numpy() / size, what="no local layers")
+    expect_raises(ValueError, lambda: hvd_keras.PartialDistributedOptimizer(
+        keras.optimizers.SGD(1.0), local_layers=[local.kernel]), "layers.Layer")
+
+
+@check
+def partial_distributed_optimizer_in_fit():
+    """Model.fit (a traced train step) with PartialDistributedOptimizer: after a step on
+    every rank's own data the shared kernel is the same on every rank, the local one is
+    not."""
+    import keras
+    import zen.tensorflow.keras as hvd_keras
+    rank, size = hvd.rank(), hvd.size()
+    local, shared = partial_tape_model()
+    model = keras.Sequential([keras.Input((4,)), local, shared])
+    model.compile(optimizer=hvd_keras.PartialDistributedOptimizer(
+        keras.optimizers.SGD(0.01), local_layers=[local]), loss="mse")
+    model.fit(partial_tape_input(rank), tf.zeros([2, 2]), batch_size=2, epochs=1, verbose=0)
+    kernels = [hvd.allgather(k.value[None], name="fit.%d" % i).numpy()
+               for i, k in enumerate([local.kernel, shared.kernel])]
+    assert all(np.array_equal(kernels[1][0], k) for k in kernels[1]), kernels[1]
+    assert not any(np.allclose(kernels[0][0], k) for k in kernels[0][1:]), kernels[0]
+
+
+@check
+def graph_mode_api_refuses_eager_execution():
+    """broadcast_global_variables is TensorFlow 1's: eagerly it raises, as Horovod's (the
+    Keras one too); the hook's class is a SessionRunHook."""
+    import zen.tensorflow.keras as hvd_keras
+    expect_raises(RuntimeError, lambda: hvd.broadcast_global_variables(0), "eager execution")
+    expect_raises(RuntimeError, lambda: hvd_keras.broadcast_global_variables(0),
+                  "eager execution")
+    assert isinstance(hvd.BroadcastGlobalVariablesHook(0), tf.compat.v1.train.SessionRunHook)
 
 
 @check

@@ -399,6 +399,10 @@ def keras_collectives_take_numpy():
     gathered = hvd.allgather([[rank, rank]], name="k.gather").numpy()
     assert gathered.tolist() == [[r, r] for r in range(size)], gathered
     assert hvd.broadcast([rank + 5], 0, name="k.bcast").numpy().tolist() == [5]
+    # reducescatter: row r (of size rows, each rank's value r + rank) summed, to rank r.
+    rows = np.arange(size, dtype=np.float64)[:, None] + rank
+    piece = hvd.reducescatter(rows, name="k.rs", op=hvd.Sum).numpy()
+    assert piece.tolist() == [[size * rank + size * (size - 1) / 2.0]], piece
 
 
 @check

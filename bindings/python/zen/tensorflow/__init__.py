@@ -20,8 +20,13 @@ remove_process_set, and process_set= on the collectives, DistributedGradientTape
 DistributedOptimizer; rank numbers in a set's collectives are ranks within the set.
 SyncBatchNormalization: keras.layers.BatchNormalization with the training-mode moments over
 the global batch (sync_batch_norm.py). broadcast_object, broadcast_object_fn and
-allgather_object as Horovod's (eagerly). PartialDistributedGradientTape: local_layers keep
-their own gradients (model parallelism). rank_op, local_rank_op, size_op, local_size_op and
+allgather_object as Horovod's (eagerly, or in a TensorFlow 1 session). TensorFlow 1 graphs
+(tf.compat.v1): broadcast_global_variables, BroadcastGlobalVariablesHook and
+DistributedOptimizer of a tf.compat.v1.train optimizer (graph_mode.py;
+broadcast_global_variables refuses eager execution, as Horovod's).
+PartialDistributedGradientTape and register_local_source (and the Keras optimizer's
+register_local_var, PartialDistributedOptimizer): local layers keep their own gradients
+(model parallelism). rank_op, local_rank_op, size_op, local_size_op and
 process_set_included_op: the placement as int32 ops read when they run (in tf.function too).
 The build and launch queries (is_homogeneous, mpi_built, nccl_built, cuda_built, ...) are
 zen.common.basics', shared with zen.torch. Elastic training as Horovod's
@@ -33,6 +38,7 @@ from zen.tensorflow.compression import Compression
 from zen.tensorflow.functions import (allgather_object, broadcast_, broadcast_object,
                                       broadcast_object_fn, broadcast_variables)
 from zen.tensorflow.gradient_tape import DistributedGradientTape, PartialDistributedGradientTape
+from zen.tensorflow.graph_mode import BroadcastGlobalVariablesHook, broadcast_global_variables
 from zen.tensorflow.mpi_ops import (Adasum, Average, Max, Min, ProcessSet, Product, Sum,
                                     add_process_set, allgather, allreduce, alltoall, backend,
                                     barrier, broadcast, ccl_built, cross_rank, cross_size,
@@ -49,14 +55,14 @@ from zen.tensorflow.sync_batch_norm import SyncBatchNormalization
 from zen.tensorflow import elastic  # noqa: E402 - after what it imports from zen.tensorflow
 
 __all__ = [
-    "Adasum", "Average", "Compression", "DistributedGradientTape", "DistributedOptimizer",
-    "Max", "Min", "PartialDistributedGradientTape", "ProcessSet", "Product", "Sum",
-    "SyncBatchNormalization", "add_process_set", "allgather", "allgather_object",
-    "allreduce", "alltoall", "backend", "barrier", "broadcast", "broadcast_", "broadcast_object",
-    "broadcast_object_fn", "broadcast_variables", "cross_rank", "cross_size", "elastic",
-    "global_process_set", "grouped_allgather", "grouped_allreduce", "grouped_reducescatter",
-    "init", "is_initialized", "join", "local_rank", "local_rank_op", "local_size",
-    "local_size_op", "process_set_included_op", "rank", "rank_op", "reducescatter",
-    "remove_process_set", "shutdown", "size", "size_op", "start_timeline", "stats",
-    "stop_timeline",
+    "Adasum", "Average", "BroadcastGlobalVariablesHook", "Compression", "DistributedGradientTape",
+    "DistributedOptimizer", "Max", "Min", "PartialDistributedGradientTape", "ProcessSet",
+    "Product", "Sum", "SyncBatchNormalization", "add_process_set", "allgather", "allgather_object",
+    "allreduce", "alltoall", "backend", "barrier", "broadcast", "broadcast_",
+    "broadcast_global_variables", "broadcast_object", "broadcast_object_fn", "broadcast_variables",
+    "cross_rank", "cross_size", "elastic", "global_process_set", "grouped_allgather",
+    "grouped_allreduce", "grouped_reducescatter", "init", "is_initialized", "join", "local_rank",
+    "local_rank_op", "local_size", "local_size_op", "process_set_included_op", "rank", "rank_op",
+    "reducescatter", "remove_process_set", "shutdown", "size", "size_op", "start_timeline",
+    "stats", "stop_timeline",
 ] + list(_basics.BUILD_INFO)

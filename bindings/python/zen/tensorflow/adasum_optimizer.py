@@ -50,14 +50,15 @@ class AdasumStep:
         return [dense_gradient("DistributedOptimizer", g, "'%s'" % getattr(v, "path", v.name),
                                self._sparse_as_dense) for g, v in zip(grads, variables)]
 
-    def wrap(self, apply_fn, variables):
-        """apply_fn (the wrapped optimizer's apply of grads) made Horovod's Adasum step."""
-        return lambda grads: self._apply(apply_fn, grads, variables)
+    def wrap(self, apply_fn, variables, local):
+        """apply_fn (the wrapped optimizer's apply of grads) made Horovod's Adasum step; the
+        variables marked local (register_local_var) keep this rank's own step."""
+        return lambda grads: self._apply(apply_fn, grads, variables, local)
 
-    def _apply(self, apply_fn, grads, variables):
+    def _apply(self, apply_fn, grads, variables, local):
         if size() == 1:
             return apply_fn(grads)
-        moved = [v for g, v in zip(grads, variables) if g is not None]
+        moved = [v for g, v, own in zip(grads, variables, local) if g is not None and not own]
         old = [tf.convert_to_tensor(v) for v in moved]  # snapshots: TF copies on write
         apply_fn(grads)
         deltas = [tf.convert_to_tensor(v) - o for v, o in zip(moved, old)]

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 class LocalAggregation:
     def __init__(self, passes, average, allreduce_grads):
+        """allreduce_grads(grads, variables): the reduced grads."""
         self._passes = passes
         self._average = average
         self._allreduce_grads = allreduce_grads
@@ -40,7 +41,7 @@ class LocalAggregation:
             # Every sum of the window, even one whose gradient is None in this pass; the
             # list keeps its positions, which name the allreduces.
             sums = [self._read(i) if i in self._slots else None for i in range(len(grads))]
-            reduced = self._allreduce_grads(sums)
+            reduced = self._allreduce_grads(sums, variables)
             if self._average:
                 reduced = [None if g is None else _scale(g, 1.0 / self._passes)
                            for g in reduced]

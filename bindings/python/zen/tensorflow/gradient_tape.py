@@ -1,17 +1,15 @@
 """DistributedGradientTape and PartialDistributedGradientTape, as horovod.tensorflow's.
 
 Local sources (register_local_source, or PartialDistributedGradientTape's local_layers) are a
-rank's own variables (model parallelism): their gradients are not reduced, only divided by the
-set's size when scale_local_gradients (Horovod's default, so that a local layer's step matches
-the averaged layers' scale)."""
+rank's own variables (model parallelism): local_gradients.py."""
 
-import keras
 import tensorflow as tf
 
 from zen.common.basics import Average
-from zen.common.process_sets import global_process_set, set_size
+from zen.common.process_sets import global_process_set
 from zen.tensorflow.compression import Compression
 from zen.tensorflow.gradients import make_allreduce_grads_fn
+from zen.tensorflow.local_gradients import LocalVariables, layers_variables
 
 
 class _DistributedGradientTape(tf.GradientTape):
@@ -31,37 +29,18 @@ class _DistributedGradientTape(tf.GradientTape):
             gradient_predivide_factor, process_set)
         self.process_set = process_set
         self.scale_local_gradients = scale_local_gradients
-        self._local_sources = set()
+        self._local_sources = LocalVariables(process_set, scale_local_gradients)
 
     def register_local_source(self, source):
         """Marks a variable as this rank's own: its gradient is not reduced."""
-        self._local_sources.add(_key(source))
+        self._local_sources.register(source)
 
     def gradient(self, target, sources, output_gradients=None, **kwargs):
         grads = super(self.__class__, self).gradient(target, sources, output_gradients,
                                                      **kwargs)
-        flat = tf.nest.flatten(grads)
-        local = [_key(s) in self._local_sources for s in tf.nest.flatten(sources)]
-        # Every rank has the same local sources, so the reduced ones keep matching names.
-        reduced = iter(self._allreduce_grads([g for g, own in zip(flat, local) if not own]))
-        scale = set_size(self.process_set) if self.scale_local_gradients else 1
-        out = [_scaled(g, scale) if own else next(reduced) for g, own in zip(flat, local)]
+        out = self._local_sources.reduce(self._allreduce_grads, tf.nest.flatten(grads),
+                                         tf.nest.flatten(sources))
         return tf.nest.pack_sequence_as(grads, out)
-
-
-def _key(source):
-    """A tape source's identity: ref() of a tf.Variable or tensor; a Keras 3 variable, which
-    has none, by the object (the layer holds it)."""
-    return source.ref() if hasattr(source, "ref") else id(source)
-
-
-def _scaled(grad, size):
-    """grad divided by size (a local source's gradient, as Horovod scales it)."""
-    if grad is None or size == 1:
-        return grad
-    if isinstance(grad, tf.IndexedSlices):
-        return tf.IndexedSlices(grad.values / size, grad.indices, grad.dense_shape)
-    return grad / size
 
 
 def DistributedGradientTape(gradtape, device_dense="", device_sparse="",
@@ -91,16 +70,10 @@ def PartialDistributedGradientTape(gradtape, device_dense="", device_sparse="",
     """DistributedGradientTape whose local_layers' (keras layers: a layer or a list) trainable
     variables keep this rank's own gradients, divided by the set's size when
     scale_local_gradients (Horovod's default), never reduced."""
-    if local_layers is None:
-        local_layers = []
-    elif isinstance(local_layers, keras.layers.Layer):
-        local_layers = [local_layers]
-    elif not all(isinstance(layer, keras.layers.Layer) for layer in local_layers):
-        raise ValueError("All local layers must be of keras.layers.Layer type.")
+    local = layers_variables(local_layers)
     tape = DistributedGradientTape(gradtape, device_dense, device_sparse, compression,
                                    sparse_as_dense, op, gradient_predivide_factor, num_groups,
                                    groups, process_set, scale_local_gradients)
-    for layer in local_layers:
-        for var in layer.trainable_weights:
-            tape.register_local_source(var)
+    for var in local:
+        tape.register_local_source(var)
     return tape

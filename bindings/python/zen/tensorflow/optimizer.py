@@ -9,6 +9,7 @@ with it loads with plain Keras (a plain optimizer) or with zen.tensorflow.keras.
 (wrapped again), as in Horovod."""
 
 import keras
+import tensorflow as tf
 
 from zen.common.basics import Adasum, Average
 from zen.common.process_sets import global_process_set, process_set_id
@@ -16,6 +17,8 @@ from zen.tensorflow.adasum_optimizer import AdasumStep, check_adasum_arguments
 from zen.tensorflow.aggregation import LocalAggregation
 from zen.tensorflow.compression import Compression, TopKCompressor
 from zen.tensorflow.gradients import make_allreduce_grads_fn
+from zen.tensorflow.graph_mode import LegacyDistributedOptimizer
+from zen.tensorflow.local_gradients import LocalVariables, layers_variables
 
 
 class _DistributedOptimizer:
@@ -24,31 +27,41 @@ class _DistributedOptimizer:
     def apply(self, grads, trainable_variables=None):
         parent = super(self.__class__, self)
         grads = list(grads)
-        if self._zen_aggregation is None and self._zen_adasum is None:
-            return parent.apply(self._zen_allreduce_grads(grads), trainable_variables)
         if trainable_variables is None:
             variables = self._trainable_variables
         else:
             variables = list(trainable_variables)
-            if not self.built:  # outside the cond: the optimizer's variables come first
-                with keras.name_scope(self.name, caller=self):
-                    self.build(variables)
-                self.built = True
+        if self._zen_aggregation is None and self._zen_adasum is None:
+            return parent.apply(self._zen_reduce(grads, variables), trainable_variables)
+        if trainable_variables is not None and not self.built:
+            # outside the cond: the optimizer's variables come first
+            with keras.name_scope(self.name, caller=self):
+                self.build(variables)
+            self.built = True
         apply_fn = lambda reduced: parent.apply(reduced, trainable_variables)  # noqa: E731
         if self._zen_adasum is not None:
             grads = self._zen_adasum.dense(grads, variables)
-            apply_fn = self._zen_adasum.wrap(apply_fn, variables)
+            apply_fn = self._zen_adasum.wrap(apply_fn, variables, self._zen_local.mask(variables))
         if self._zen_aggregation is None:
-            return apply_fn(grads)
+            return apply_fn(self._zen_reduce(grads, variables))
         self._zen_aggregation.step(grads, variables, apply_fn, self.iterations)
         return None
+
+    def register_local_var(self, var):
+        """Marks a variable as this rank's own (model parallelism): its gradient is not
+        reduced, only divided by the set's size when scale_local_gradients (Horovod's)."""
+        self._zen_local.register(var)
+
+    def _zen_reduce(self, grads, variables):
+        return self._zen_local.reduce(self._zen_allreduce_grads, grads, variables)
 
 
 def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
                          compression=Compression.none, sparse_as_dense=False,
                          gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
                          average_aggregated_gradients=False, num_groups=0, groups=None,
-                         process_set=global_process_set, scale_local_gradients=True):
+                         process_set=global_process_set, scale_local_gradients=True,
+                         use_locking=False):
     """A copy of the Keras optimizer (same class, same config) that averages (op=Average) or
     sums (op=Sum) the gradients over all ranks (over process_set's ranks, divided by its size;
     a rank outside it applies its own gradients) before applying them. tf.IndexedSlices
@@ -59,10 +72,18 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     rank applies its gradients (summed over the passes) locally and the ranks combine the
     variable deltas with Adasum (dense gradients only, or sparse_as_dense; Compression.none or
     .fp16; a power-of-two number of ranks). groups/num_groups are accepted: the daemon fuses
-    whatever reaches it in one cycle."""
+    whatever reaches it in one cycle. A TensorFlow 1 optimizer (tf.compat.v1.train.*, graph
+    mode) gets Horovod's wrapper of those (graph_mode.LegacyDistributedOptimizer; use_locking
+    is its): its compute_gradients and minimize reduce, without Adasum,
+    backward_passes_per_step > 1 or Compression.topk."""
+    if isinstance(optimizer, tf.compat.v1.train.Optimizer):
+        return _legacy_optimizer(optimizer, name, use_locking, compression, sparse_as_dense,
+                                 gradient_predivide_factor, op, backward_passes_per_step,
+                                 process_set, scale_local_gradients)
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise ValueError("zen.tensorflow.DistributedOptimizer wraps a Keras optimizer "
-                         "(keras.optimizers.*), not %s" % type(optimizer).__name__)
+                         "(keras.optimizers.*) or a TensorFlow 1 one (tf.compat.v1.train.*), "
+                         "not %s" % type(optimizer).__name__)
     if process_set_id(process_set, "DistributedOptimizer", members_only=False) != 0 and \
             op == Adasum:
         raise ValueError("DistributedOptimizer(op=Adasum) runs over the global process set "
@@ -92,9 +113,43 @@ def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse=""
     else:
         distributed._zen_allreduce_grads = make_allreduce_grads_fn(
             prefix, op, compression, sparse_as_dense, gradient_predivide_factor, process_set)
+    distributed._zen_local = LocalVariables(process_set, scale_local_gradients)
     distributed._zen_aggregation = None
     if backward_passes_per_step > 1:
         distributed._zen_aggregation = LocalAggregation(
-            backward_passes_per_step, average_aggregated_gradients,
-            distributed._zen_allreduce_grads)
+            backward_passes_per_step, average_aggregated_gradients, distributed._zen_reduce)
+    return distributed
+
+
+def _legacy_optimizer(optimizer, name, use_locking, compression, sparse_as_dense,
+                      gradient_predivide_factor, op, backward_passes_per_step, process_set,
+                      scale_local_gradients):
+    if op == Adasum or backward_passes_per_step != 1 or isinstance(compression, TopKCompressor):
+        raise NotImplementedError(
+            "zen.tensorflow.DistributedOptimizer of a TensorFlow 1 optimizer (%s) takes neither "
+            "op=Adasum, backward_passes_per_step > 1 nor Compression.topk; wrap a Keras "
+            "optimizer for them" % type(optimizer).__name__)
+    allreduce_grads = make_allreduce_grads_fn(
+        "DistributedOptimizer.%s" % (name or type(optimizer).__name__), op, compression,
+        sparse_as_dense, gradient_predivide_factor, process_set)
+    local = LocalVariables(process_set, scale_local_gradients)
+    return LegacyDistributedOptimizer(
+        optimizer, name, use_locking,
+        lambda grads, variables: local.reduce(allreduce_grads, grads, variables), local)
+
+
+def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                                compression=Compression.none, sparse_as_dense=False,
+                                gradient_predivide_factor=1.0, op=Average,
+                                backward_passes_per_step=1, average_aggregated_gradients=False,
+                                num_groups=0, groups=None, process_set=global_process_set,
+                                local_layers=None, scale_local_gradients=True):
+    """DistributedOptimizer with local_layers' (keras layers: a layer or a list) trainable
+    variables registered with register_local_var: their gradients stay this rank's own."""
+    distributed = DistributedOptimizer(
+        optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
+        gradient_predivide_factor, op, backward_passes_per_step, average_aggregated_gradients,
+        num_groups, groups, process_set, scale_local_gradients)
+    for var in layers_variables(local_layers):
+        distributed.register_local_var(var)
     return distributed

@@ -8,9 +8,12 @@
                                hvd.callbacks.MetricAverageCallback(),
                                hvd.callbacks.LearningRateWarmupCallback(0.1 * hvd.size())])
 
-allreduce, allgather and broadcast take any tensor-like value (numpy, lists) and return a
-tensor, as Horovod's Keras versions do eagerly. Not here: broadcast_global_variables (TF1
-sessions; Horovod's raises under eager execution too), reducescatter. Elastic training:
+allreduce, allgather, broadcast and reducescatter take any tensor-like value (numpy, lists)
+and return a tensor, as Horovod's Keras versions do eagerly. broadcast_global_variables is
+TensorFlow 1's (graph mode, run in the default session): it raises under eager execution, as
+Horovod's; Keras 3 itself has no TensorFlow 1 session. Model parallelism: the optimizer's
+register_local_var(var) and PartialDistributedOptimizer(local_layers=...) leave those
+variables' gradients on their rank (zen.tensorflow.local_gradients). Elastic training:
 zen.tensorflow.keras.elastic (KerasState, CommitStateCallback, UpdateBatchStateCallback,
 UpdateEpochStateCallback, run), as Horovod's. Process sets:
 init(process_sets=...), add_process_set, remove_process_set, and
@@ -33,14 +36,19 @@ from zen.tensorflow import (Adasum, Average, Compression, DistributedOptimizer, 
 from zen.tensorflow import allgather as _allgather
 from zen.tensorflow import allreduce as _allreduce
 from zen.tensorflow import broadcast as _broadcast
+from zen.tensorflow import broadcast_global_variables as _broadcast_global_variables
+from zen.tensorflow import reducescatter as _reducescatter
+from zen.tensorflow.optimizer import PartialDistributedOptimizer
 from zen.tensorflow.keras import callbacks, elastic
 
 __all__ = [
-    "Adasum", "Average", "Compression", "DistributedOptimizer", "Max", "Min", "ProcessSet",
-    "Product", "Sum", "SyncBatchNormalization", "add_process_set", "allgather", "allreduce",
-    "broadcast", "broadcast_variables", "callbacks", "cross_rank", "cross_size", "elastic",
+    "Adasum", "Average", "Compression", "DistributedOptimizer", "Max", "Min",
+    "PartialDistributedOptimizer", "ProcessSet", "Product", "Sum", "SyncBatchNormalization",
+    "add_process_set", "allgather", "allreduce", "broadcast", "broadcast_global_variables",
+    "broadcast_variables", "callbacks", "cross_rank", "cross_size", "elastic",
     "global_process_set", "init", "is_initialized", "load_model", "local_rank", "local_size",
-    "rank", "remove_process_set", "shutdown", "size", "start_timeline", "stop_timeline",
+    "rank", "reducescatter", "remove_process_set", "shutdown", "size", "start_timeline",
+    "stop_timeline",
 ] + list(_basics.BUILD_INFO)
 
 
@@ -60,6 +68,27 @@ def allgather(value, name=None):
 def broadcast(value, root_rank, name=None):
     """root_rank's value on every rank."""
     return _broadcast(tf.constant(value), root_rank, name=name)
+
+
+def reducescatter(value, name=None, op=Average):
+    """value (the same shape on every rank) reduced over all ranks (op: Average, the default,
+    Sum, Min, Max or Product); this rank keeps its piece of the first dimension."""
+    return _reducescatter(tf.constant(value), name=name, op=op)
+
+
+def broadcast_global_variables(root_rank):
+    """TensorFlow 1 (graph mode): runs zen.tensorflow.broadcast_global_variables(root_rank)
+    in the default session, as Horovod's runs it in Keras' session. RuntimeError under eager
+    execution (as Horovod's), and in graph mode without a default session: Keras 3 has none
+    of its own."""
+    op = _broadcast_global_variables(root_rank)
+    session = tf.compat.v1.get_default_session()
+    if session is None:
+        raise RuntimeError("zen.tensorflow.keras.broadcast_global_variables() runs in the "
+                           "default TensorFlow 1 session (Keras 3 has no session of its own): "
+                           "call it under `with tf.compat.v1.Session() as sess:`, or use "
+                           "callbacks.BroadcastGlobalVariablesCallback")
+    return session.run(op)
 
 
 def load_model(filepath, custom_optimizers=None, custom_objects=None,
