@@ -314,8 +314,11 @@ Status GpuHashPartitioner::partition(const SparseView& in,
 
     if (hostCounters[hp::kBadEntry] != hp::kEmptySlot) {
       const auto entry = static_cast<int64_t>(hostCounters[hp::kBadEntry]);
-      int64_t idx = 0;
-      ZEN_CHECK_CUDA(cudaMemcpy(&idx, in.indices + entry, sizeof(int64_t), cudaMemcpyDeviceToHost));
+      int64_t idx = 0;  // on the own stream, idle after the wait above (an error path only)
+      ZEN_CHECK_CUDA(cudaMemcpyAsync(&idx, in.indices + entry, sizeof(int64_t),
+                                     cudaMemcpyDeviceToHost, stream));
+      ZEN_RETURN_IF_ERROR(
+          waitStream(stream, workspace_.waitTimeoutSeconds(), "the GPU partitioner's bad index"));
       return ZEN_ERROR(StatusCode::kInvalidArgument,
                        "index {} at position {} is out of range [0, {})", idx, entry, in.numRows);
     }

@@ -179,9 +179,13 @@ Status agreeOnCall(const GpuSparseAllreduceOptions& o,
   mine.nnz = static_cast<uint64_t>(in.nnz);
   if (*hostBad != ~0ull) {
     mine.badEntry = *hostBad;
+    // On the own stream (idle after the wait above), not the legacy default stream, which
+    // would also wait for the framework's work there; hostBad[1] is the pinned slot for it.
+    ZEN_CHECK_CUDA(cudaMemcpyAsync(hostBad + 1, in.indices + *hostBad, sizeof(int64_t),
+                                   cudaMemcpyDeviceToHost, o.stream));
+    ZEN_RETURN_IF_ERROR(comm.wait(o.stream, "bad index read"));
     int64_t index = 0;
-    ZEN_CHECK_CUDA(
-        cudaMemcpy(&index, in.indices + *hostBad, sizeof(index), cudaMemcpyDeviceToHost));
+    std::memcpy(&index, hostBad + 1, sizeof(index));
     mine.badIndex = index;
   }
   std::memcpy(host, &mine, sumBytes);
