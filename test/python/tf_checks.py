@@ -210,6 +210,37 @@ def partial_distributed_optimizer():
 
 
 @check
+def optimizer_arguments_in_horovods_order():
+    """zen.tensorflow.DistributedOptimizer takes horovod.tensorflow's arguments in its order
+    (use_locking third, backward_passes_per_step before op), zen.tensorflow.keras's those of
+    horovod.tensorflow.keras (no use_locking, op after gradient_predivide_factor): a
+    positional call written for Horovod sums here too (one SGD(1.0) step from 0 with gradient
+    rank + 1 on each rank)."""
+    import inspect
+    import keras
+    import zen.tensorflow.keras as hvd_keras
+    assert list(inspect.signature(hvd.DistributedOptimizer).parameters) == [
+        "optimizer", "name", "use_locking", "device_dense", "device_sparse", "compression",
+        "sparse_as_dense", "backward_passes_per_step", "op", "gradient_predivide_factor",
+        "average_aggregated_gradients", "num_groups", "groups", "process_set",
+        "scale_local_gradients"]
+    assert list(inspect.signature(hvd_keras.DistributedOptimizer).parameters) == [
+        "optimizer", "name", "device_dense", "device_sparse", "compression", "sparse_as_dense",
+        "gradient_predivide_factor", "op", "backward_passes_per_step",
+        "average_aggregated_gradients", "num_groups", "groups", "process_set",
+        "scale_local_gradients"]
+    want = -float(sum(range(1, hvd.size() + 1)))
+    for make in (lambda: hvd.DistributedOptimizer(keras.optimizers.SGD(1.0), None, False, "",
+                                                  "", hvd.Compression.none, False, 1, hvd.Sum),
+                 lambda: hvd_keras.DistributedOptimizer(keras.optimizers.SGD(1.0), None, "", "",
+                                                        hvd.Compression.none, False, 1.0,
+                                                        hvd.Sum)):
+        v = tf.Variable([0.0])
+        make().apply_gradients([(tf.constant([float(hvd.rank() + 1)]), v)])
+        assert np.allclose(v.numpy(), [want]), (v.numpy(), want)
+
+
+@check
 def partial_distributed_optimizer_in_fit():
     """Model.fit (a traced train step) with PartialDistributedOptimizer: after a step on
     every rank's own data the shared kernel is the same on every rank, the local one is

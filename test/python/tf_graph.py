@@ -148,6 +148,11 @@ def distributed_optimizer_of_a_tf1_optimizer():
     expect_raises(NotImplementedError, lambda: hvd.DistributedOptimizer(
         tf.compat.v1.train.GradientDescentOptimizer(1.0), backward_passes_per_step=2),
         "TensorFlow 1 optimizer")
+    # horovod.tensorflow's order: use_locking third, as TF1 scripts pass it.
+    with tf.Graph().as_default():
+        locking = hvd.DistributedOptimizer(
+            tf.compat.v1.train.GradientDescentOptimizer(1.0), "Locked", True)
+    assert locking._use_locking is True and locking.get_name() == "Locked"
 
 
 def barrier():

@@ -56,13 +56,14 @@ class _DistributedOptimizer:
         return self._zen_local.reduce(self._zen_allreduce_grads, grads, variables)
 
 
-def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
-                         compression=Compression.none, sparse_as_dense=False,
-                         gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
+def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="",
+                         device_sparse="", compression=Compression.none, sparse_as_dense=False,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          average_aggregated_gradients=False, num_groups=0, groups=None,
-                         process_set=global_process_set, scale_local_gradients=True,
-                         use_locking=False):
-    """A copy of the Keras optimizer (same class, same config) that averages (op=Average) or
+                         process_set=global_process_set, scale_local_gradients=True):
+    """horovod.tensorflow's DistributedOptimizer, its arguments in its order
+    (zen.tensorflow.keras's has horovod.tensorflow.keras's: no use_locking, op after
+    gradient_predivide_factor). A copy of the Keras optimizer (same class, same config) that averages (op=Average) or
     sums (op=Sum) the gradients over all ranks (over process_set's ranks, divided by its size;
     a rank outside it applies its own gradients) before applying them. tf.IndexedSlices
     gradients (embeddings) take Zen's sparse allreduce unless sparse_as_dense.
@@ -147,9 +148,11 @@ def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sp
     """DistributedOptimizer with local_layers' (keras layers: a layer or a list) trainable
     variables registered with register_local_var: their gradients stay this rank's own."""
     distributed = DistributedOptimizer(
-        optimizer, name, device_dense, device_sparse, compression, sparse_as_dense,
-        gradient_predivide_factor, op, backward_passes_per_step, average_aggregated_gradients,
-        num_groups, groups, process_set, scale_local_gradients)
+        optimizer, name=name, compression=compression, sparse_as_dense=sparse_as_dense,
+        backward_passes_per_step=backward_passes_per_step, op=op,
+        gradient_predivide_factor=gradient_predivide_factor,
+        average_aggregated_gradients=average_aggregated_gradients, process_set=process_set,
+        scale_local_gradients=scale_local_gradients)
     for var in layers_variables(local_layers):
         distributed.register_local_var(var)
     return distributed

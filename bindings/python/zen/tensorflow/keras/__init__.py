@@ -28,8 +28,7 @@ from zen.common import basics as _basics
 from zen.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled,
                                is_homogeneous, mpi_built, mpi_enabled, mpi_threads_supported,
                                nccl_built, rocm_built)
-from zen.tensorflow import (Adasum, Average, Compression, DistributedOptimizer, Max, Min,
-                            ProcessSet, Product, Sum, SyncBatchNormalization, add_process_set,
+from zen.tensorflow import (Adasum, Average, Compression, Max, Min, ProcessSet, Product, Sum, SyncBatchNormalization, add_process_set,
                             broadcast_variables, cross_rank, cross_size, global_process_set,
                             init, is_initialized, local_rank, local_size, rank,
                             remove_process_set, shutdown, size, start_timeline, stop_timeline)
@@ -38,6 +37,7 @@ from zen.tensorflow import allreduce as _allreduce
 from zen.tensorflow import broadcast as _broadcast
 from zen.tensorflow import broadcast_global_variables as _broadcast_global_variables
 from zen.tensorflow import reducescatter as _reducescatter
+from zen.tensorflow import optimizer as _optimizer
 from zen.tensorflow.optimizer import PartialDistributedOptimizer
 from zen.tensorflow.keras import callbacks, elastic
 
@@ -50,6 +50,23 @@ __all__ = [
     "rank", "reducescatter", "remove_process_set", "shutdown", "size", "start_timeline",
     "stop_timeline",
 ] + list(_basics.BUILD_INFO)
+
+
+def DistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
+                         compression=Compression.none, sparse_as_dense=False,
+                         gradient_predivide_factor=1.0, op=Average, backward_passes_per_step=1,
+                         average_aggregated_gradients=False, num_groups=0, groups=None,
+                         process_set=global_process_set, scale_local_gradients=True):
+    """zen.tensorflow.DistributedOptimizer with horovod.tensorflow.keras's arguments, in
+    its order (no use_locking; op after gradient_predivide_factor), so positional calls
+    written for Horovod mean the same here."""
+    return _optimizer.DistributedOptimizer(
+        optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse,
+        compression=compression, sparse_as_dense=sparse_as_dense,
+        backward_passes_per_step=backward_passes_per_step, op=op,
+        gradient_predivide_factor=gradient_predivide_factor,
+        average_aggregated_gradients=average_aggregated_gradients, num_groups=num_groups,
+        groups=groups, process_set=process_set, scale_local_gradients=scale_local_gradients)
 
 
 def allreduce(value, name=None, average=None, prescale_factor=1.0, postscale_factor=1.0,
