@@ -166,14 +166,20 @@ int runTcpProcess(const BenchOptions& o, const Config& config) {
 
 int runMpi(const BenchOptions& o, int* argc, char*** argv) {
 #ifdef ZEN_HAVE_MPI
-  MPI_Init(argc, argv);
+  // The level the library's MPI backend asks for (ZEN_MPI_THREADS_DISABLE), so that its cost
+  // shows here: MULTIPLE by default, SERIALIZED with --mpi-threads serialized.
+  int provided = 0;
+  MPI_Init_thread(argc, argv, o.mpiThreadMultiple ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED,
+                  &provided);
   int code = 2;
   {
     ops::MpiOptions mo;
     mo.timeoutSeconds = o.timeoutSeconds;
     auto transport = ops::createMpiTransport(mo);
     if (transport.isOk()) {
-      code = rankMain(*transport.value(), o, "mpi");
+      code = rankMain(*transport.value(), o,
+                      provided == MPI_THREAD_MULTIPLE ? "mpi, MPI_THREAD_MULTIPLE"
+                                                      : "mpi, MPI_THREAD_SERIALIZED or below");
     } else {
       fmt::print(stderr, "zen-bench: {}\n", transport.status().toString());
     }
@@ -203,6 +209,7 @@ int main(int argc, char** argv) {
   std::string dtype = "float32";
   std::string op = "sum";
   std::string output = "dense";
+  std::string mpiThreads = "multiple";
   std::string autoSchemes = "zen,hc,agsparse";
   po::options_description desc(
       "zen-bench: sparse allreduce schemes side by side (nccl-tests style)");
@@ -214,6 +221,9 @@ int main(int argc, char** argv) {
       "auto-profile-calls", po::value(&o.autoProfileCalls)->default_value(o.autoProfileCalls),
       "auto: timed calls per candidate before choosing (as ZEN_AUTO_PROFILE_CALLS)")(
       "transport", po::value(&o.transport)->default_value(o.transport), "inprocess, tcp or mpi")(
+      "mpi-threads", po::value(&mpiThreads)->default_value(mpiThreads),
+      "mpi: the thread level asked of MPI_Init_thread, multiple or serialized (the library's "
+      "MPI backend: multiple, serialized with ZEN_MPI_THREADS_DISABLE=1)")(
       "ranks,n", po::value(&o.ranks)->default_value(o.ranks),
       "ranks as threads (inprocess, tcp without ZEN_RANK)")(
       "rows", po::value(&o.rows)->default_value(o.rows), "|G|: rows of the dense tensor")(
@@ -288,6 +298,11 @@ int main(int argc, char** argv) {
     return fail(ZEN_ERROR(StatusCode::kInvalidArgument, "--output must be dense or sparse"));
   }
   o.denseOutput = output == "dense";
+  if (mpiThreads != "multiple" && mpiThreads != "serialized") {
+    return fail(
+        ZEN_ERROR(StatusCode::kInvalidArgument, "--mpi-threads must be multiple or serialized"));
+  }
+  o.mpiThreadMultiple = mpiThreads == "multiple";
   if (o.rows < 1 || o.rowSize < 1 || o.ranks < 1 || o.iters < 1 || o.warmup < 0 || o.overlap < 0 ||
       o.overlap > 1 || o.linkGbps < 0) {
     return fail(ZEN_ERROR(StatusCode::kInvalidArgument,

@@ -23,8 +23,9 @@ struct BenchOptions {
   std::vector<Scheme> autoSchemes = defaultAutoSchemes();
   int autoProfileCalls = kDefaultAutoProfileCalls;
   std::string transport = "inprocess";
-  int ranks = 8;             // threads (in-process, TCP over loopback)
-  int64_t rows = 1'000'000;  // |G|
+  bool mpiThreadMultiple = true;  // mpi: the thread level asked for (the library's default)
+  int ranks = 8;                  // threads (in-process, TCP over loopback)
+  int64_t rows = 1'000'000;       // |G|
   int64_t rowSize = 1;
   std::vector<double> densities = {0.01};
   double overlap = 0.0;  // fraction of each rank's rows taken from one shared pool
