@@ -574,12 +574,6 @@ void CudaExecutor::submit(const Response& response,
     return s;
 #endif
   }();
-#ifdef ZEN_HAVE_NCCL
-  // A bounded wait timed out: a kernel wrapper's (stream_wait.h), or NCCL's own, which has
-  // aborted already. The stream may hold NCCL kernels that never end; aborting the
-  // communicator ends them, so nothing later waits behind them (later buckets get kAborted).
-  if (status.code() == StatusCode::kTimeout && m.comm) m.comm->abort(status);
-#endif
   if (!status.isOk()) {
     status = Status(status.code(), fmt::format("{}: {}", bucketWhat(response), status.message()));
   }

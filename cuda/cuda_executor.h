@@ -32,8 +32,9 @@
 //   destroyed.
 // - Every host wait is bounded by timeoutSeconds (NcclComm::wait, the kernels' stream waits,
 //   cuda/stream_wait.h, the finalizer's). A bucket whose wait timed out fails its handles with
-//   that kTimeout and the communicator is aborted at once (its stuck kernels end; later GPU
-//   buckets fail with kAborted: the data plane needs a new communicator).
+//   that kTimeout, and the communicator has been aborted by then (by NcclComm's waits, and by
+//   gpuSparseAllreduce for its kernels' waits): its stuck kernels end and later GPU buckets
+//   fail with kAborted (the data plane needs a new communicator).
 // - Without NCCL (ZEN_HAVE_NCCL undefined) every device tensor is refused.
 // CUDA and NCCL types stay in cuda_executor.cc.
 #include <memory>

@@ -89,7 +89,8 @@ class NcclComm {
 
   // On the driving thread: aborts the communicator now (ncclCommAbort ends its kernels stuck on
   // the GPU), e.g. after a kernel wrapper's own bounded stream wait (stream_wait.h) timed out
-  // behind them. Later calls return kAborted with `why`. A no-op once it has failed.
+  // behind them (gpuSparseAllreduce). Later calls return kAborted with `why`. A no-op once it has
+  // failed.
   void abort(const Status& why);
 
   // Counts first: sendCounts[p] (host, size() entries) goes to rank p; (*recvCounts)[p]

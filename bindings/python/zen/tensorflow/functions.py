@@ -57,16 +57,25 @@ def broadcast_object(obj, root_rank=0, session=None, name=None, process_set=glob
     session), as Horovod's."""
     process_set_id(process_set, "broadcast_object")
     name = objects.op_name(name)
-    root = basics.rank() == root_rank
-    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if root else None
     run, graph = _runner("broadcast_object", session)
     with graph:
-        length = run(broadcast(tf.constant([payload.size if root else 0], dtype=tf.int64),
-                               root_rank, name=name + ".sz", process_set=process_set))
-        if not root:
-            payload = np.zeros(int(length[0]), dtype=np.uint8)
-        received = run(broadcast(tf.constant(payload), root_rank, name=name + ".t",
-                                 process_set=process_set))
+        return _broadcast_pickled(
+            obj, root_rank,
+            lambda length: run(broadcast(tf.constant(length, dtype=tf.int64), root_rank,
+                                         name=name + ".sz", process_set=process_set)),
+            lambda payload: run(broadcast(tf.constant(payload), root_rank, name=name + ".t",
+                                          process_set=process_set)))
+
+
+def _broadcast_pickled(obj, root_rank, send_length, send_payload):
+    """root_rank's obj, pickled: send_length([n]) and send_payload(uint8 array) run the two
+    broadcasts (the root's values, zeros elsewhere) and return what arrived, as numpy."""
+    root = basics.rank() == root_rank
+    payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if root else None
+    length = send_length([payload.size if root else 0])
+    if not root:
+        payload = np.zeros(int(length[0]), dtype=np.uint8)
+    received = send_payload(payload)
     return obj if root else pickle.loads(received.tobytes())
 
 
@@ -97,17 +106,8 @@ def broadcast_object_fn(root_rank=0, session=None, name=None, process_set=global
         length = broadcast(length_in, root_rank, name=name + ".sz", process_set=process_set)
         data_in = tf.compat.v1.placeholder(tf.uint8, [None], name="bcast_object_data")
         data = broadcast(data_in, root_rank, name=name + ".t", process_set=process_set)
-    session = session or tf.compat.v1.get_default_session()
-
-    def bcast(obj):
-        root = basics.rank() == root_rank
-        payload = np.frombuffer(pickle.dumps(obj), dtype=np.uint8) if root else None
-        size = session.run(length, {length_in: [payload.size if root else 0]})
-        if not root:
-            payload = np.zeros(int(size[0]), dtype=np.uint8)
-        received = session.run(data, {data_in: payload})
-        return obj if root else pickle.loads(received.tobytes())
-    return bcast
+    return lambda obj: _broadcast_pickled(obj, root_rank, lambda n: run(length, {length_in: n}),
+                                          lambda payload: run(data, {data_in: payload}))
 
 
 def allgather_object(obj, session=None, name=None, process_set=global_process_set):

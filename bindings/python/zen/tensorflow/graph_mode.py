@@ -42,15 +42,15 @@ class BroadcastGlobalVariablesHook(tf.compat.v1.train.SessionRunHook):
 
 class LegacyDistributedOptimizer(tf.compat.v1.train.Optimizer):
     """DistributedOptimizer of a TensorFlow 1 optimizer (tf.compat.v1.train.*), as Horovod's:
-    compute_gradients (and so minimize) returns the gradients reduced over the ranks; the
-    rest is the wrapped optimizer's. reduce(grads, variables) is DistributedOptimizer's
-    allreduce with its local variables (register_local_var) left out."""
+    compute_gradients (and so minimize) returns the gradients reduced over the ranks
+    (allreduce_grads, DistributedOptimizer's) but for its local variables (local, a
+    local_gradients.LocalVariables: register_local_var); the rest is the wrapped optimizer's."""
 
-    def __init__(self, optimizer, name, use_locking, reduce, local):
+    def __init__(self, optimizer, name, use_locking, allreduce_grads, local):
         super().__init__(name=name or "Distributed" + type(optimizer).__name__,
                          use_locking=use_locking)
         self._optimizer = optimizer
-        self._reduce = reduce
+        self._allreduce_grads = allreduce_grads
         self._local = local
 
     def register_local_var(self, var):
@@ -63,7 +63,8 @@ class LegacyDistributedOptimizer(tf.compat.v1.train.Optimizer):
         if not grads_and_vars:
             return grads_and_vars
         grads, variables = zip(*grads_and_vars)
-        return list(zip(self._reduce(list(grads), list(variables)), variables))
+        reduced = self._local.reduce(self._allreduce_grads, list(grads), list(variables))
+        return list(zip(reduced, variables))
 
     def apply_gradients(self, *args, **kwargs):
         return self._optimizer.apply_gradients(*args, **kwargs)

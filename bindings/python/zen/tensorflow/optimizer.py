@@ -133,10 +133,8 @@ def _legacy_optimizer(optimizer, name, use_locking, compression, sparse_as_dense
     allreduce_grads = make_allreduce_grads_fn(
         "DistributedOptimizer.%s" % (name or type(optimizer).__name__), op, compression,
         sparse_as_dense, gradient_predivide_factor, process_set)
-    local = LocalVariables(process_set, scale_local_gradients)
-    return LegacyDistributedOptimizer(
-        optimizer, name, use_locking,
-        lambda grads, variables: local.reduce(allreduce_grads, grads, variables), local)
+    return LegacyDistributedOptimizer(optimizer, name, use_locking, allreduce_grads,
+                                      LocalVariables(process_set, scale_local_gradients))
 
 
 def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
