@@ -3,7 +3,8 @@
 broadcast_global_variables, BroadcastGlobalVariablesHook in a MonitoredTrainingSession,
 broadcast_object_fn(session=), broadcast_object / allgather_object in the default session,
 zen.tensorflow.keras.broadcast_global_variables and DistributedOptimizer of a TensorFlow 1
-optimizer (with backward_passes_per_step and op=Adasum against hand-computed values).
+optimizer (with backward_passes_per_step and op=Adasum against hand-computed values),
+zen.tensorflow.elastic.TensorFlowState in a session and run recovering from a failure there.
 
     tools/zenrun -np N .venv-tf/bin/python tf_graph.py [CHECK ...]
 
@@ -281,6 +282,83 @@ def adasum_of_a_tf1_optimizer():
                     for got, expected, what in zip(session.run([w, v]), want, "wv"):
                         assert_close(got, expected, 1e-12, "%s passes=%d step %d"
                                      % (what, passes, step))
+
+
+@check
+def elastic_state_with_a_session():
+    """zen.tensorflow.elastic.TensorFlowState in graph mode: the default session's global
+    variables by default; restore undoes what changed since the last commit, sync makes rank
+    0's variables and objects every rank's (then saved); save, restore and sync build no ops
+    after the constructor's."""
+    rank = hvd.rank()
+    with tf.Graph().as_default() as graph, tf.compat.v1.Session() as session:
+        variables = rank_variables(rank)
+        bump = tf.group(tf.compat.v1.assign_add(variables[0], tf.ones([2, 3])),
+                        tf.compat.v1.assign_add(variables[1], 1))
+        session.run(tf.compat.v1.global_variables_initializer())
+        state = hvd.elastic.TensorFlowState(epoch=rank, seen=[rank])
+        assert [v.name for v in state.variables] == [v.name for v in variables]
+        ops = len(graph.get_operations())
+        session.run(bump)
+        state.epoch, state.seen = 9, state.seen + [9]
+        state.restore()
+        assert_values(session.run(variables), rank_values(rank))
+        assert state.epoch == rank and state.seen == [rank]
+        session.run(bump)
+        state.commit()
+        session.run(bump)
+        state.restore()
+        assert_values(session.run(variables), [v + 1 for v in rank_values(rank)])
+        state.sync()
+        assert_values(session.run(variables), [v + 1 for v in rank_values(0)])
+        assert state.epoch == 0 and state.seen == [0]
+        session.run(bump)
+        state.restore()
+        assert_values(session.run(variables), [v + 1 for v in rank_values(0)])
+        assert len(graph.get_operations()) == ops
+
+
+@check
+def elastic_run_with_a_session():
+    """zen.tensorflow.elastic.run around session.run: a failed allreduce in the graph (a
+    shape mismatch: every rank's fails) becomes HorovodInternalError; the state restores the
+    last commit (step 4), Zen resets, the sync runs the session's ops again, steps 4 and 5
+    are redone; w ends as without the failure, the same on every rank."""
+    rank, size = hvd.rank(), hvd.size()
+
+    def train(fail_at):
+        with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+            w = tf.compat.v1.Variable(np.full(3, rank, np.float64), name="w")
+            x = tf.compat.v1.placeholder(tf.float64, [3])
+            update = w.assign_sub(0.5 * hvd.allreduce(x, op=hvd.Sum, name="graph.el.g"))
+            fail = hvd.allreduce(tf.zeros([3 if rank == 1 else 2], tf.float64),
+                                 name="graph.el.fail")
+            gathered = hvd.allgather(tf.reshape(w, [1, 3]), name="graph.el.w")
+            session.run(tf.compat.v1.global_variables_initializer())
+            state = hvd.elastic.TensorFlowState([w], session=session, step=0)
+            failed = []
+
+            @hvd.elastic.run
+            def loop(state):
+                while state.step < 8:
+                    if state.step == fail_at and not failed:
+                        failed.append(1)
+                        session.run(fail)
+                    session.run(update, {x: pass_grad(rank, state.step, np.float64)})
+                    state.step += 1
+                    if state.step % 4 == 0:
+                        state.commit()
+
+            loop(state)
+            return session.run(gathered), failed
+
+    plain, failed = train(-1)
+    assert not failed
+    got, failed = train(6)
+    assert failed
+    assert np.array_equal(got, plain) and (got == got[0]).all(), (got, plain)
+    want = -0.5 * sum(pass_grad(r, s, np.float64) for r in range(size) for s in range(8))
+    assert np.allclose(got[0], want), (got[0], want)
 
 
 def barrier():
