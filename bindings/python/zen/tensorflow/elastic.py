@@ -73,7 +73,7 @@ class TensorFlowKerasState(ObjectState):
     """State of a Keras model and its optimizer (Horovod's TensorFlowKerasState), eagerly.
 
     model: built (model.build(input_shape) or a call); optimizer: default model.optimizer;
-    backend: accepted for Horovod's signature (TensorFlow 1 sessions are not supported);
+    backend: accepted for Horovod's signature (Keras 3 has no TensorFlow 1 session);
     kwargs: plain objects (ObjectState's)."""
 
     def __init__(self, model, optimizer=None, backend=None, **kwargs):

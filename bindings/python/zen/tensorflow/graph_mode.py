@@ -73,7 +73,7 @@ class LegacyDistributedOptimizer(tf.compat.v1.train.Optimizer):
             return grads_and_vars
         grads, variables = (list(t) for t in zip(*grads_and_vars))
         if self._aggregation is None:
-            return list(zip(self.reduce(grads, variables), variables))
+            return list(zip(self._reduce(grads, variables), variables))
         count = self._aggregation.accumulate(grads, variables)
         present = [i for i, g in enumerate(grads) if g is not None]  # tf.cond takes no None
 
@@ -92,7 +92,7 @@ class LegacyDistributedOptimizer(tf.compat.v1.train.Optimizer):
             out[i] = g
         return list(zip(out, variables))
 
-    def reduce(self, grads, variables):
+    def _reduce(self, grads, variables):
         """grads reduced over the ranks but for the local variables' (LocalVariables)."""
         return self._local.reduce(self._allreduce_grads, grads, variables)
 
