@@ -7,8 +7,9 @@ tf_topk.py (Compression.topk against a dense re-computation of DGC), tf_keras.py
 ranks: the daemon's power-of-two error), tf_process_sets.py (process sets on 4 ranks) and
 tf_elastic.py (zen.tensorflow.elastic and zen.tensorflow.keras.elastic: states, callbacks,
 recovery from a real failure, on 2 ranks) and tf_graph.py (the TensorFlow 1 API in graph mode:
-broadcast_global_variables, BroadcastGlobalVariablesHook, the objects in a session; 2 and 3
-ranks) under
+broadcast_global_variables, BroadcastGlobalVariablesHook, the objects in a session,
+DistributedOptimizer of a tf.compat.v1.train optimizer with backward_passes_per_step and
+Adasum, elastic TensorFlowState in a session; 2 and 3 ranks) under
 the TensorFlow of .venv-tf; this file reads their per-check reports and needs no TensorFlow
 itself.
 

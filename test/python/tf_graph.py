@@ -3,7 +3,8 @@
 broadcast_global_variables, BroadcastGlobalVariablesHook in a MonitoredTrainingSession,
 broadcast_object_fn(session=), broadcast_object / allgather_object in the default session,
 zen.tensorflow.keras.broadcast_global_variables and DistributedOptimizer of a TensorFlow 1
-optimizer.
+optimizer (with backward_passes_per_step and op=Adasum against hand-computed values),
+zen.tensorflow.elastic.TensorFlowState in a session and run recovering from a failure there.
 
     tools/zenrun -np N .venv-tf/bin/python tf_graph.py [CHECK ...]
 
@@ -18,6 +19,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from adasum_reference import adasum_tree, assert_close  # noqa: E402
 from rank_report import Checks, add_checkout_package, expect_raises, run_checks  # noqa: E402
 
 add_checkout_package()
@@ -146,13 +148,217 @@ def distributed_optimizer_of_a_tf1_optimizer():
     assert np.allclose(got_w, 1 - sum(x(r) for r in range(size)) / size), got_w
     assert np.allclose(got_u, 1 - 2 * x(rank) / size), got_u
     expect_raises(NotImplementedError, lambda: hvd.DistributedOptimizer(
-        tf.compat.v1.train.GradientDescentOptimizer(1.0), backward_passes_per_step=2),
-        "TensorFlow 1 optimizer")
+        tf.compat.v1.train.GradientDescentOptimizer(1.0), compression=hvd.Compression.topk(0.5)),
+        "Compression.topk")
+    expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
+        tf.compat.v1.train.GradientDescentOptimizer(1.0), op=hvd.Adasum,
+        average_aggregated_gradients=True), "average_aggregated_gradients")
     # horovod.tensorflow's order: use_locking third, as TF1 scripts pass it.
     with tf.Graph().as_default():
         locking = hvd.DistributedOptimizer(
             tf.compat.v1.train.GradientDescentOptimizer(1.0), "Locked", True)
     assert locking._use_locking is True and locking.get_name() == "Locked"
+
+
+def pass_grad(rank, step, dtype=np.float32):
+    """Rank's gradient of w in a step (not parallel across ranks: Adasum has something to
+    do)."""
+    return (np.arange(3) * (step + 1) + rank + 1).astype(dtype)
+
+
+def pass_rows(rank, step):
+    """The embedding rows rank's step gathers (distinct)."""
+    return np.array([rank % 2, 2 + step % 2], np.int32)
+
+
+@check
+def backward_passes_in_a_session():
+    """DistributedOptimizer(GradientDescentOptimizer(1.0), backward_passes_per_step=2) in a
+    tf.compat.v1 Session: w moves on every second step only, by the average over the ranks
+    of the two steps' gradients summed (halved with average_aggregated_gradients); an
+    embedding's (tf.IndexedSlices gradients: Zen's sparse allreduce) likewise; global_step
+    counts every step."""
+    rank, size = hvd.rank(), hvd.size()
+    for average in (False, True):
+        with tf.Graph().as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [3])
+            rows = tf.compat.v1.placeholder(tf.int32, [2])
+            w = tf.compat.v1.Variable(np.ones(3, np.float32), name="w")
+            emb = tf.compat.v1.Variable(np.ones((4, 2), np.float32), name="emb")
+            global_step = tf.compat.v1.train.get_or_create_global_step()
+            loss = tf.reduce_sum(w * x) + tf.reduce_sum(tf.gather(emb, rows))
+            optimizer = hvd.DistributedOptimizer(
+                tf.compat.v1.train.GradientDescentOptimizer(1.0), backward_passes_per_step=2,
+                average_aggregated_gradients=average)
+            train = optimizer.minimize(loss, global_step=global_step)
+            want_w, want_emb = np.ones(3), np.ones((4, 2))
+            window_w, window_emb = np.zeros(3), np.zeros((4, 2))
+            with tf.compat.v1.Session() as session:
+                session.run([tf.compat.v1.global_variables_initializer(),
+                             tf.compat.v1.local_variables_initializer()])
+                for step in range(4):
+                    session.run(train, {x: pass_grad(rank, step), rows: pass_rows(rank, step)})
+                    for r in range(size):
+                        window_w += pass_grad(r, step) / size
+                        np.add.at(window_emb, pass_rows(r, step), 1.0 / size)
+                    if step % 2 == 1:
+                        want_w -= window_w / (2 if average else 1)
+                        want_emb -= window_emb / (2 if average else 1)
+                        window_w[:], window_emb[:] = 0, 0
+                    got_w, got_emb, got_step = session.run([w, emb, global_step])
+                    assert np.allclose(got_w, want_w), (average, step, got_w, want_w)
+                    assert np.allclose(got_emb, want_emb), (average, step, got_emb, want_emb)
+                    assert got_step == step + 1, (step, got_step)
+
+
+@check
+def backward_passes_in_a_monitored_session():
+    """backward_passes_per_step=3 of Adam in a MonitoredTrainingSession with
+    BroadcastGlobalVariablesHook (Adam's slots are made inside the apply's cond; the
+    aggregation's state is initialized as local variables): the variables stay at root's on
+    the first two steps, move on the third, the same on every rank."""
+    rank = hvd.rank()
+    with tf.Graph().as_default():
+        w = tf.compat.v1.Variable(np.ones(3, np.float32) * (rank + 1), name="w")
+        loss = tf.reduce_sum(w * pass_grad(rank, 0))
+        global_step = tf.compat.v1.train.get_or_create_global_step()
+        train = hvd.DistributedOptimizer(tf.compat.v1.train.AdamOptimizer(0.1),
+                                         backward_passes_per_step=3).minimize(loss, global_step)
+        gathered = hvd.allgather(tf.reshape(w, [1, 3]))
+        hooks = [hvd.BroadcastGlobalVariablesHook(0)]
+        with tf.compat.v1.train.MonitoredTrainingSession(hooks=hooks) as session:
+            for step in range(3):
+                session.run(train)
+                got = session.run(gathered)
+                assert (got == got[0]).all(), got
+                assert np.array_equal(got[0], np.ones(3)) == (step < 2), (step, got)
+            assert session.run(global_step) == 3
+
+
+@check
+def adasum_of_a_tf1_optimizer():
+    """DistributedOptimizer(GradientDescentOptimizer(lr), op=Adasum) in a Session, float64:
+    every rank steps by -lr times its own gradients; on every backward_passes_per_step-th step
+    the variables become the window's start plus adasum_tree (adasum_reference.py) of the
+    ranks' deltas since it, per variable, on every rank; the steps before it are the local
+    ones. On a world that is not a power of two the daemon's error reaches every rank from
+    the session's run."""
+    rank, size = hvd.rank(), hvd.size()
+    lr = 0.25  # exact in float32, which GradientDescentOptimizer casts it through
+
+    def v_grad(r, step):
+        return np.array([r + 1.0, -(step + 1.0) * (r + 2)])
+    for passes in (1, 2):
+        with tf.Graph().as_default():
+            x = tf.compat.v1.placeholder(tf.float64, [3])
+            y = tf.compat.v1.placeholder(tf.float64, [2])
+            w = tf.compat.v1.Variable(np.ones(3), name="w")
+            v = tf.compat.v1.Variable(np.zeros(2), name="v")
+            loss = tf.reduce_sum(w * x) + tf.reduce_sum(v * y)
+            train = hvd.DistributedOptimizer(
+                tf.compat.v1.train.GradientDescentOptimizer(lr), op=hvd.Adasum,
+                backward_passes_per_step=passes).minimize(loss)
+            with tf.compat.v1.Session() as session:
+                session.run([tf.compat.v1.global_variables_initializer(),
+                             tf.compat.v1.local_variables_initializer()])
+                feed = lambda s: {x: pass_grad(rank, s, np.float64), y: v_grad(rank, s)}  # noqa
+                if size & (size - 1):
+                    expect_raises(tf.errors.OpError, lambda: session.run(train, feed(0)),
+                                  "power-of-two")
+                    return
+                start = [np.ones(3), np.zeros(2)]
+                local = [[s.copy() for s in start] for _ in range(size)]
+                for step in range(2 * passes):
+                    session.run(train, feed(step))
+                    for r in range(size):
+                        local[r][0] -= lr * pass_grad(r, step, np.float64)
+                        local[r][1] -= lr * v_grad(r, step)
+                    want = local[rank]
+                    if step % passes == passes - 1:
+                        want = [s + adasum_tree([local[r][i] - s for r in range(size)])
+                                for i, s in enumerate(start)]
+                        start = want
+                        local = [[s.copy() for s in start] for _ in range(size)]
+                    for got, expected, what in zip(session.run([w, v]), want, "wv"):
+                        assert_close(got, expected, 1e-12, "%s passes=%d step %d"
+                                     % (what, passes, step))
+
+
+@check
+def elastic_state_with_a_session():
+    """zen.tensorflow.elastic.TensorFlowState in graph mode: the default session's global
+    variables by default; restore undoes what changed since the last commit, sync makes rank
+    0's variables and objects every rank's (then saved); save, restore and sync build no ops
+    after the constructor's."""
+    rank = hvd.rank()
+    with tf.Graph().as_default() as graph, tf.compat.v1.Session() as session:
+        variables = rank_variables(rank)
+        bump = tf.group(tf.compat.v1.assign_add(variables[0], tf.ones([2, 3])),
+                        tf.compat.v1.assign_add(variables[1], 1))
+        session.run(tf.compat.v1.global_variables_initializer())
+        state = hvd.elastic.TensorFlowState(epoch=rank, seen=[rank])
+        assert [v.name for v in state.variables] == [v.name for v in variables]
+        ops = len(graph.get_operations())
+        session.run(bump)
+        state.epoch, state.seen = 9, state.seen + [9]
+        state.restore()
+        assert_values(session.run(variables), rank_values(rank))
+        assert state.epoch == rank and state.seen == [rank]
+        session.run(bump)
+        state.commit()
+        session.run(bump)
+        state.restore()
+        assert_values(session.run(variables), [v + 1 for v in rank_values(rank)])
+        state.sync()
+        assert_values(session.run(variables), [v + 1 for v in rank_values(0)])
+        assert state.epoch == 0 and state.seen == [0]
+        session.run(bump)
+        state.restore()
+        assert_values(session.run(variables), [v + 1 for v in rank_values(0)])
+        assert len(graph.get_operations()) == ops
+
+
+@check
+def elastic_run_with_a_session():
+    """zen.tensorflow.elastic.run around session.run: a failed allreduce in the graph (a
+    shape mismatch: every rank's fails) becomes HorovodInternalError; the state restores the
+    last commit (step 4), Zen resets, the sync runs the session's ops again, steps 4 and 5
+    are redone; w ends as without the failure, the same on every rank."""
+    rank, size = hvd.rank(), hvd.size()
+
+    def train(fail_at):
+        with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+            w = tf.compat.v1.Variable(np.full(3, rank, np.float64), name="w")
+            x = tf.compat.v1.placeholder(tf.float64, [3])
+            update = w.assign_sub(0.5 * hvd.allreduce(x, op=hvd.Sum, name="graph.el.g"))
+            fail = hvd.allreduce(tf.zeros([3 if rank == 1 else 2], tf.float64),
+                                 name="graph.el.fail")
+            gathered = hvd.allgather(tf.reshape(w, [1, 3]), name="graph.el.w")
+            session.run(tf.compat.v1.global_variables_initializer())
+            state = hvd.elastic.TensorFlowState([w], session=session, step=0)
+            failed = []
+
+            @hvd.elastic.run
+            def loop(state):
+                while state.step < 8:
+                    if state.step == fail_at and not failed:
+                        failed.append(1)
+                        session.run(fail)
+                    session.run(update, {x: pass_grad(rank, state.step, np.float64)})
+                    state.step += 1
+                    if state.step % 4 == 0:
+                        state.commit()
+
+            loop(state)
+            return session.run(gathered), failed
+
+    plain, failed = train(-1)
+    assert not failed
+    got, failed = train(6)
+    assert failed
+    assert np.array_equal(got, plain) and (got == got[0]).all(), (got, plain)
+    want = -0.5 * sum(pass_grad(r, s, np.float64) for r in range(size) for s in range(8))
+    assert np.allclose(got[0], want), (got[0], want)
 
 
 def barrier():

@@ -22,15 +22,17 @@ SyncBatchNormalization: keras.layers.BatchNormalization with the training-mode m
 the global batch (sync_batch_norm.py). broadcast_object, broadcast_object_fn and
 allgather_object as Horovod's (eagerly, or in a TensorFlow 1 session). TensorFlow 1 graphs
 (tf.compat.v1): broadcast_global_variables, BroadcastGlobalVariablesHook and
-DistributedOptimizer of a tf.compat.v1.train optimizer (graph_mode.py;
-broadcast_global_variables refuses eager execution, as Horovod's).
+DistributedOptimizer of a tf.compat.v1.train optimizer (graph_mode.py, with
+backward_passes_per_step and op=Adasum; broadcast_global_variables refuses eager execution, as
+Horovod's).
 PartialDistributedGradientTape and register_local_source (and the Keras optimizer's
 register_local_var, PartialDistributedOptimizer): local layers keep their own gradients
 (model parallelism). rank_op, local_rank_op, size_op, local_size_op and
 process_set_included_op: the placement as int32 ops read when they run (in tf.function too).
 The build and launch queries (is_homogeneous, mpi_built, nccl_built, cuda_built, ...) are
 zen.common.basics', shared with zen.torch. Elastic training as Horovod's
-(zen.tensorflow.elastic: TensorFlowKerasState, TensorFlowState, run).
+(zen.tensorflow.elastic: TensorFlowKerasState, TensorFlowState (in a TensorFlow 1 session
+too), run).
 """
 
 from zen.common import basics as _basics

@@ -1,6 +1,8 @@
 """DistributedOptimizer(op=Adasum), as horovod.tensorflow's _DistributedAdasumOptimizer: the
 ranks combine the wrapped optimizer's variable deltas with Adasum, not the gradients.
 
+A Keras optimizer (AdasumStep):
+
 Each apply saves the variables, runs the wrapped optimizer's apply with this rank's gradients
 (so its momentum or Adam state advances with them), takes delta = var - old, puts old back and
 posts one grouped Adasum allreduce of the deltas (ops/adasum: per-tensor dot products inside
@@ -9,11 +11,20 @@ daemon refuses others on every rank, the variables left at old), then var = old 
 the same bits on every rank. A job of one takes the wrapped optimizer as it is
 (adasum(delta) = delta), as Horovod. DistributedGradientTape(op=Adasum) combines the gradients
 themselves (gradients.py), as Horovod's; both refuse here what Zen's Adasum cannot take.
+
+A TensorFlow 1 optimizer in a graph (AdasumWindow, Horovod's design for those): every pass
+the wrapped optimizer applies this rank's gradients; every Nth (backward_passes_per_step) the
+ranks combine each variable's delta since the window began with Adasum, var = start +
+adasum(var - start). start is copied from the variable as a window begins, so that a restore
+or a broadcast between windows is no delta. (Horovod's wrapper builds this in its
+_apply_dense but its apply_gradients calls the wrapped optimizer's, so there the ranks never
+combine anything; Zen runs the design.)
 """
 
 import tensorflow as tf
 
 from zen.common.basics import size
+from zen.tensorflow.aggregation import state_variable
 from zen.tensorflow.compression import TopKCompressor
 from zen.tensorflow.mpi_ops import Adasum, grouped_allreduce
 
@@ -64,8 +75,60 @@ class AdasumStep:
         deltas = [tf.convert_to_tensor(v) - o for v, o in zip(moved, old)]
         for v, o in zip(moved, old):
             v.assign(o)  # left there if the allreduce fails
-        combined = grouped_allreduce(deltas, op=Adasum, compression=self._compression,
-                                     name=self._name)
-        for v, d in zip(moved, combined):
+        for v, d in zip(moved, _combine(deltas, self._compression, self._name)):
             v.assign_add(d)
         return None
+
+
+class AdasumWindow:
+    """A TensorFlow 1 DistributedOptimizer's apply_gradients under op=Adasum (graph mode:
+    the dependencies explicit); its state is LOCAL_VARIABLES, as Horovod's aggregation's."""
+
+    def __init__(self, name, compression, passes):
+        self._name = name
+        self._compression = compression
+        self._passes = passes
+        self._counter = None
+        self._starts = {}  # variable ref -> its window's start
+
+    def apply(self, apply_fn, variables):
+        """apply_fn() (the wrapped optimizer's apply_gradients op) made the Adasum step of
+        variables (those it moves, the local ones left out): an op."""
+        if size() == 1:  # adasum(delta) = delta
+            return apply_fn()
+        if self._counter is None:
+            self._counter = state_variable(lambda: tf.constant(0, tf.int64), "zen_adasum_passes")
+        starts = [self._start(v) for v in variables]
+
+        def begin():
+            with tf.control_dependencies([s.assign(v) for s, v in zip(starts, variables)]):
+                return tf.constant(True)
+
+        begun = tf.cond(tf.equal(self._counter % self._passes, 0), begin,
+                        lambda: tf.constant(False))
+        with tf.control_dependencies([begun]):
+            update = apply_fn()
+        with tf.control_dependencies([update]):
+            count = self._counter.assign_add(1)
+
+        def combine():
+            deltas = [tf.convert_to_tensor(v) - s for v, s in zip(variables, starts)]
+            combined = _combine(deltas, self._compression, self._name)
+            with tf.control_dependencies(
+                    [v.assign(s + d) for v, s, d in zip(variables, starts, combined)]):
+                return tf.constant(True)
+
+        return tf.group(tf.cond(tf.equal(count % self._passes, 0), combine,
+                                lambda: tf.constant(False)))
+
+    def _start(self, var):
+        key = var.ref()
+        if key not in self._starts:
+            self._starts[key] = state_variable(
+                lambda: tf.zeros(var.shape, var.dtype.base_dtype), "zen_adasum_start")
+        return self._starts[key]
+
+
+def _combine(deltas, compression, name):
+    """Every rank's deltas combined by Adasum, one grouped allreduce."""
+    return grouped_allreduce(deltas, op=Adasum, compression=compression, name=name)

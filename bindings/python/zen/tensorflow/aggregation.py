@@ -1,18 +1,22 @@
 """Local gradient aggregation for DistributedOptimizer(backward_passes_per_step=N), as
-Horovod's LocalGradientAggregationHelper(Eager): each call adds this pass's gradients to
-local accumulators; every Nth call allreduces the sums (divided by N when
-average_aggregated_gradients), clears them and applies them; the calls in between leave the
-variables and the optimizer's state alone and only count optimizer.iterations, so
-iterations counts backward passes as in Horovod.
+Horovod's LocalGradientAggregationHelper(Eager): each pass adds its gradients to local
+accumulators; every Nth pass allreduces the sums (divided by N when
+average_aggregated_gradients), clears them and applies them; the passes in between leave the
+variables and the optimizer's state alone. A Keras optimizer (step) counts those passes in
+optimizer.iterations, so iterations counts backward passes as in Horovod; a TensorFlow 1
+optimizer (graph_mode.py: accumulate and reduced_sums in compute_gradients, synced in
+apply_gradients) counts them in global_step, as Horovod's.
 
 Unlike Horovod (which refuses tf.IndexedSlices here unless sparse_as_dense), an embedding's
 gradient stays sparse on the wire: its accumulator is dense (the variable's shape) beside a
 mask of the rows touched in the window, and the sync sends only those rows through Zen's
-sparse allreduce. The state lives in plain tf.Variables on this object (not the optimizer's
-variables: not saved, not broadcast), created in an init_scope on first use, so creating
-them inside Model.fit's traced train step works. tf.cond picks the branch, so the same
-code runs eagerly and in a tf.function; every rank takes the same branch (the counters
-advance in step).
+sparse allreduce. The state lives in variables on this object (not the optimizer's
+variables: not saved, not broadcast; in a TensorFlow 1 graph LOCAL_VARIABLES, as Horovod's,
+which local_variables_initializer and MonitoredTrainingSession initialize), created in an
+init_scope on first use, so creating them inside Model.fit's traced train step works.
+tf.cond picks the branch and the dependencies are explicit, so the same code runs eagerly,
+in a tf.function and in a TensorFlow 1 session; every rank takes the same branch (the
+counters advance in step).
 """
 
 import tensorflow as tf
@@ -25,58 +29,85 @@ class LocalAggregation:
         self._average = average
         self._allreduce_grads = allreduce_grads
         self._slots = {}  # gradient position -> (sum, touched-rows mask or None)
-        with tf.init_scope():
-            self._counter = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                        name="zen_backward_passes")
+        self._counter = None  # made on first use, in the graph (or eagerly) it runs in
+
+    @property
+    def passes(self):
+        return self._passes
 
     def step(self, grads, variables, apply_fn, iterations):
         """Adds grads (None kept) to the sums; on the Nth pass apply_fn(reduced sums), else
         iterations += 1 (apply_fn counts it itself)."""
-        for i, (grad, var) in enumerate(zip(grads, variables)):
-            if grad is not None:
-                self._add(i, grad, var)
-        self._counter.assign_add(1)
+        count = self.accumulate(grads, variables)
 
         def sync():
-            # Every sum of the window, even one whose gradient is None in this pass; the
-            # list keeps its positions, which name the allreduces.
-            sums = [self._read(i) if i in self._slots else None for i in range(len(grads))]
-            reduced = self._allreduce_grads(sums, variables)
-            if self._average:
-                reduced = [None if g is None else _scale(g, 1.0 / self._passes)
-                           for g in reduced]
-            with tf.control_dependencies(tf.nest.flatten(reduced, expand_composites=True)):
-                self._clear()
-            apply_fn(reduced)
+            apply_fn(self.reduced_sums(len(grads), variables))
             return tf.constant(True)
 
         def skip():
             iterations.assign_add(1)
             return tf.constant(False)
 
-        return tf.cond(tf.equal(self._counter, self._passes), sync, skip)
+        return tf.cond(tf.equal(count, self._passes), sync, skip)
+
+    def accumulate(self, grads, variables):
+        """Adds grads (None kept) to the sums, then counts the pass: the new count, after
+        every add (explicit dependencies: a TensorFlow 1 graph has no automatic ones)."""
+        adds = [self._add(i, grad, var) for i, (grad, var) in enumerate(zip(grads, variables))
+                if grad is not None]
+        counter = self._counter_variable()
+        with tf.control_dependencies(adds):
+            return counter.assign_add(1)
+
+    def reduced_sums(self, count, variables):
+        """The window's sums of the count gradient positions reduced over the ranks (divided
+        by N when average), read after the last accumulate; the sums and the counter are
+        cleared once the allreduces have read them. Every sum of the window, even one whose
+        gradient is None in this pass; the list keeps its positions, which name the
+        allreduces."""
+        sums = [self._read(i) if i in self._slots else None for i in range(count)]
+        reduced = self._allreduce_grads(sums, variables)
+        if self._average:
+            reduced = [None if g is None else _scale(g, 1.0 / self._passes) for g in reduced]
+        with tf.control_dependencies(tf.nest.flatten(reduced, expand_composites=True)):
+            cleared = self._clear()
+        with tf.control_dependencies(cleared):
+            return [None if g is None else _identity(g) for g in reduced]
+
+    def synced(self):
+        """True when the last accumulate was a window's Nth pass (reduced_sums reset the
+        counter): TensorFlow 1's DistributedOptimizer applies then only."""
+        return tf.equal(self._counter_variable(), 0)
+
+    def _counter_variable(self):
+        if self._counter is None:
+            self._counter = state_variable(lambda: tf.constant(0, tf.int64), "zen_backward_passes")
+        return self._counter
 
     def _slot(self, i, grad, var):
         if i not in self._slots:
-            with tf.init_scope():
-                total = tf.Variable(tf.zeros(var.shape, grad.dtype), trainable=False)
-                rows = None
-                if isinstance(grad, tf.IndexedSlices):
-                    rows = tf.Variable(tf.zeros([var.shape[0]], tf.bool), trainable=False)
+            total = state_variable(lambda: tf.zeros(var.shape, grad.dtype),
+                                    "zen_aggregated_%d" % i)
+            rows = None
+            if isinstance(grad, tf.IndexedSlices):
+                rows = state_variable(lambda: tf.zeros([var.shape[0]], tf.bool),
+                                       "zen_aggregated_rows_%d" % i)
             self._slots[i] = (total, rows)
         return self._slots[i]
 
     def _add(self, i, grad, var):
+        """The ops that add grad to sum i (grouped)."""
         total, rows = self._slot(i, grad, var)
         if isinstance(grad, tf.IndexedSlices):
-            total.scatter_add(grad)
+            ops = [total.scatter_add(grad)]
             if rows is not None:
-                rows.scatter_update(tf.IndexedSlices(tf.ones_like(grad.indices, tf.bool),
-                                                     grad.indices))
-            return
-        total.assign_add(grad)
+                ops.append(rows.scatter_update(tf.IndexedSlices(
+                    tf.ones_like(grad.indices, tf.bool), grad.indices)))
+            return tf.group(ops)
+        ops = [total.assign_add(grad)]
         if rows is not None:  # a dense gradient for a sparse slot: every row counts
-            rows.assign(tf.ones_like(rows))
+            ops.append(rows.assign(tf.ones_like(rows)))
+        return tf.group(ops)
 
     def _read(self, i):
         """The window's sum: dense, or the touched rows as tf.IndexedSlices."""
@@ -88,16 +119,38 @@ class LocalAggregation:
                                 tf.shape(total, out_type=tf.int64))
 
     def _clear(self):
-        self._counter.assign(0)
+        """The ops that zero the sums and the counter (a list, for control_dependencies)."""
+        ops = [self._counter_variable().assign(0)]
         for total, rows in self._slots.values():
             if rows is None:
-                total.assign(tf.zeros_like(total))
+                ops.append(total.assign(tf.zeros_like(total)))
                 continue
             indices = tf.reshape(tf.where(rows), [-1])  # only the rows the window touched
             zeros = tf.zeros(tf.concat([tf.shape(indices), tf.shape(total)[1:]], 0),
                              total.dtype)
-            total.scatter_update(tf.IndexedSlices(zeros, indices))
-            rows.assign(tf.zeros_like(rows))
+            with tf.control_dependencies([indices]):
+                ops.append(total.scatter_update(tf.IndexedSlices(zeros, indices)))
+                ops.append(rows.assign(tf.zeros_like(rows)))
+        return [] if tf.executing_eagerly() else ops
+
+
+def state_variable(initial_value, name):
+    """A variable outside any function or cond being built: eagerly (Keras) a plain one, in
+    a TensorFlow 1 graph a local one."""
+    with tf.init_scope():
+        if tf.executing_eagerly():
+            return tf.Variable(initial_value, trainable=False, name=name)
+        return tf.compat.v1.Variable(initial_value, trainable=False, name=name,
+                                     collections=[tf.compat.v1.GraphKeys.LOCAL_VARIABLES])
+
+
+def _identity(grad):
+    """grad through tf.identity (so that control dependencies hold it), a tf.IndexedSlices
+    one part by part."""
+    if isinstance(grad, tf.IndexedSlices):
+        return tf.IndexedSlices(tf.identity(grad.values), tf.identity(grad.indices),
+                                grad.dense_shape)
+    return tf.identity(grad)
 
 
 def _scale(grad, factor):

@@ -1,5 +1,6 @@
-"""zen.tensorflow.elastic: Horovod's horovod.tensorflow.elastic over Zen (zen.common.elastic),
-TensorFlow 2 eagerly: TensorFlowKerasState, TensorFlowState, run.
+"""zen.tensorflow.elastic: Horovod's horovod.tensorflow.elastic over Zen (zen.common.elastic):
+TensorFlowKerasState (TensorFlow 2, eagerly), TensorFlowState (eagerly, or in a TensorFlow 1
+session), run.
 
 run(func): as zen.torch.elastic.run. A failed collective surfaces in TensorFlow as a
 tf.errors.OpError naming one of zen's ops (ZenAllreduce, ...): run turns it into
@@ -18,7 +19,7 @@ import tensorflow as tf
 
 from zen.common.elastic import HorovodInternalError, HostsUpdatedInterrupt, ObjectState, State
 from zen.common.elastic import run_fn
-from zen.tensorflow.functions import broadcast_object, broadcast_variables
+from zen.tensorflow.functions import broadcast_object, broadcast_object_fn, broadcast_variables
 from zen.tensorflow.mpi_ops import init, rank, shutdown
 
 __all__ = ["HorovodInternalError", "HostsUpdatedInterrupt", "ObjectState", "State",
@@ -72,7 +73,7 @@ class TensorFlowKerasState(ObjectState):
     """State of a Keras model and its optimizer (Horovod's TensorFlowKerasState), eagerly.
 
     model: built (model.build(input_shape) or a call); optimizer: default model.optimizer;
-    backend: accepted for Horovod's signature (TensorFlow 1 sessions are not supported);
+    backend: accepted for Horovod's signature (Keras 3 has no TensorFlow 1 session);
     kwargs: plain objects (ObjectState's)."""
 
     def __init__(self, model, optimizer=None, backend=None, **kwargs):
@@ -112,29 +113,79 @@ class TensorFlowKerasState(ObjectState):
 
 
 class TensorFlowState(ObjectState):
-    """State of a list of tf.Variables (Horovod's TensorFlowState), eagerly: variables (no
-    TensorFlow 1 global collection; session is not supported) and plain objects (kwargs)."""
+    """State of a list of variables (Horovod's TensorFlowState) and plain objects (kwargs).
+
+    Eagerly: variables (TensorFlow 2 has no global collection), kept as copies. In a
+    TensorFlow 1 graph: variables (default tf.compat.v1.global_variables()) of session's
+    graph (default: the default session), kept as numpy values read through the session; the
+    broadcast, the restore's assigns (fed through placeholders) and broadcast_object_fn's ops
+    are built once here, so that committing does not grow the graph. (Horovod's, under
+    TensorFlow 2 in graph mode, defaults to no session and restores by var.assign, which
+    there only builds an op.)"""
 
     def __init__(self, variables=None, session=None, **kwargs):
-        if session is not None or not tf.executing_eagerly():
-            raise NotImplementedError("zen.tensorflow.elastic runs eagerly (TensorFlow 2)")
-        if not variables:
-            raise ValueError("TensorFlowState needs the variables to keep (TensorFlow 2 has no "
-                             "global variables)")
-        self.variables = list(variables)
-        self.session = None
-        self._saved = _copies(self.variables)
-        super().__init__(bcast_object=_broadcast_state_object, get_rank=rank, **kwargs)
+        if tf.executing_eagerly():
+            if session is not None:
+                raise ValueError("TensorFlowState(session=) is for TensorFlow 1 graph mode; "
+                                 "eagerly the variables are read directly")
+            if not variables:
+                raise ValueError("TensorFlowState needs the variables to keep (TensorFlow 2 "
+                                 "has no global variables)")
+            self.variables = list(variables)
+            self.session = None
+            self._graph = None
+            bcast_object = _broadcast_state_object
+        else:
+            self.session = session or tf.compat.v1.get_default_session()
+            if self.session is None:
+                raise ValueError("TensorFlowState in graph mode runs in a session: pass "
+                                 "session= or create it under `with tf.compat.v1.Session():`")
+            with self.session.graph.as_default():
+                self.variables = list(variables or tf.compat.v1.global_variables())
+                self._graph = _SessionVariables(self.variables, self.session)
+            bcast_object = broadcast_object_fn(root_rank=0, session=self.session,
+                                               name="elastic.state")
+        self._save_variables()
+        super().__init__(bcast_object=bcast_object, get_rank=rank, **kwargs)
 
     def save(self):
-        self._saved = _copies(self.variables)
+        self._save_variables()
         super().save()
 
     def restore(self):
-        _assign(self.variables, self._saved)
+        if self._graph is None:
+            _assign(self.variables, self._saved)
+        else:
+            self._graph.load(self._saved)
         super().restore()
 
     def sync(self):
-        broadcast_variables(self.variables, root_rank=0)
-        self._saved = _copies(self.variables)
+        if self._graph is None:
+            broadcast_variables(self.variables, root_rank=0)
+        else:
+            self._graph.broadcast()
+        self._save_variables()
         super().sync()
+
+    def _save_variables(self):
+        self._saved = _copies(self.variables) if self._graph is None else self._graph.values()
+
+
+class _SessionVariables:
+    """TensorFlowState's variables in a TensorFlow 1 session: their ops, built once."""
+
+    def __init__(self, variables, session):
+        self._variables = variables
+        self._session = session
+        self._bcast = broadcast_variables(variables, root_rank=0)
+        self._feeds = [tf.compat.v1.placeholder(v.dtype.base_dtype, v.shape) for v in variables]
+        self._load = tf.group([v.assign(f) for v, f in zip(variables, self._feeds)])
+
+    def values(self):
+        return self._session.run(self._variables)
+
+    def load(self, values):
+        self._session.run(self._load, dict(zip(self._feeds, values)))
+
+    def broadcast(self):
+        self._session.run(self._bcast)

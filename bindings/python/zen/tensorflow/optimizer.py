@@ -8,12 +8,14 @@ The subclass keeps the class name and module of the optimizer it wraps, so a mod
 with it loads with plain Keras (a plain optimizer) or with zen.tensorflow.keras.load_model
 (wrapped again), as in Horovod."""
 
+import functools
+
 import keras
 import tensorflow as tf
 
 from zen.common.basics import Adasum, Average
 from zen.common.process_sets import global_process_set, process_set_id
-from zen.tensorflow.adasum_optimizer import AdasumStep, check_adasum_arguments
+from zen.tensorflow.adasum_optimizer import AdasumStep, AdasumWindow, check_adasum_arguments
 from zen.tensorflow.aggregation import LocalAggregation
 from zen.tensorflow.compression import Compression, TopKCompressor
 from zen.tensorflow.gradients import make_allreduce_grads_fn
@@ -75,12 +77,16 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     .fp16; a power-of-two number of ranks). groups/num_groups are accepted: the daemon fuses
     whatever reaches it in one cycle. A TensorFlow 1 optimizer (tf.compat.v1.train.*, graph
     mode) gets Horovod's wrapper of those (graph_mode.LegacyDistributedOptimizer; use_locking
-    is its): its compute_gradients and minimize reduce, without Adasum,
-    backward_passes_per_step > 1 or Compression.topk."""
+    is its): its compute_gradients and minimize reduce; with backward_passes_per_step=N it
+    applies every Nth step (global_step counts every step), with op=Adasum every rank steps
+    locally and every Nth step the ranks combine the variable deltas
+    (adasum_optimizer.AdasumWindow); the state of either is LOCAL_VARIABLES, as Horovod's.
+    Not with Compression.topk, nor eagerly with backward_passes_per_step > 1 or Adasum."""
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
         return _legacy_optimizer(optimizer, name, use_locking, compression, sparse_as_dense,
                                  gradient_predivide_factor, op, backward_passes_per_step,
-                                 process_set, scale_local_gradients)
+                                 average_aggregated_gradients, process_set,
+                                 scale_local_gradients)
     if not isinstance(optimizer, keras.optimizers.Optimizer):
         raise ValueError("zen.tensorflow.DistributedOptimizer wraps a Keras optimizer "
                          "(keras.optimizers.*) or a TensorFlow 1 one (tf.compat.v1.train.*), "
@@ -123,18 +129,40 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
 
 
 def _legacy_optimizer(optimizer, name, use_locking, compression, sparse_as_dense,
-                      gradient_predivide_factor, op, backward_passes_per_step, process_set,
-                      scale_local_gradients):
-    if op == Adasum or backward_passes_per_step != 1 or isinstance(compression, TopKCompressor):
+                      gradient_predivide_factor, op, backward_passes_per_step,
+                      average_aggregated_gradients, process_set, scale_local_gradients):
+    """Horovod's _DistributedOptimizer or, with op=Adasum, _DistributedAdasumOptimizer, of a
+    tf.compat.v1.train optimizer (TensorFlow 1 graphs; Horovod's refusals)."""
+    if isinstance(compression, TopKCompressor):
         raise NotImplementedError(
-            "zen.tensorflow.DistributedOptimizer of a TensorFlow 1 optimizer (%s) takes neither "
-            "op=Adasum, backward_passes_per_step > 1 nor Compression.topk; wrap a Keras "
-            "optimizer for them" % type(optimizer).__name__)
-    allreduce_grads = make_allreduce_grads_fn(
-        "DistributedOptimizer.%s" % (name or type(optimizer).__name__), op, compression,
-        sparse_as_dense, gradient_predivide_factor, process_set)
-    return LegacyDistributedOptimizer(optimizer, name, use_locking, allreduce_grads,
-                                      LocalVariables(process_set, scale_local_gradients))
+            "zen.tensorflow.DistributedOptimizer of a TensorFlow 1 optimizer (%s) does not take "
+            "Compression.topk; wrap a Keras optimizer for it" % type(optimizer).__name__)
+    if not isinstance(backward_passes_per_step, int) or backward_passes_per_step <= 0:
+        raise ValueError("backward_passes_per_step must be an integer > 0, not %r"
+                         % (backward_passes_per_step,))
+    if (backward_passes_per_step > 1 or op == Adasum) and tf.executing_eagerly():
+        raise ValueError("backward_passes_per_step > 1 and op=Adasum are not supported for a "
+                         "TensorFlow 1 optimizer (%s) with eager execution"
+                         % type(optimizer).__name__)
+    prefix = "DistributedOptimizer.%s" % (name or type(optimizer).__name__)
+    local = LocalVariables(process_set, scale_local_gradients)
+    if op == Adasum:
+        if average_aggregated_gradients:
+            raise ValueError("Adasum does not support average_aggregated_gradients == True")
+        if process_set_id(process_set, "DistributedOptimizer", members_only=False) != 0:
+            raise NotImplementedError("Adasum does not support process sets yet")
+        check_adasum_arguments("DistributedOptimizer", compression, gradient_predivide_factor)
+        return LegacyDistributedOptimizer(
+            optimizer, name, use_locking, None, local,
+            adasum=AdasumWindow(prefix + ".adasum", compression, backward_passes_per_step))
+    allreduce_grads = make_allreduce_grads_fn(prefix, op, compression, sparse_as_dense,
+                                              gradient_predivide_factor, process_set)
+    aggregation = None
+    if backward_passes_per_step > 1:
+        aggregation = LocalAggregation(backward_passes_per_step, average_aggregated_gradients,
+                                       functools.partial(local.reduce, allreduce_grads))
+    return LegacyDistributedOptimizer(optimizer, name, use_locking, allreduce_grads, local,
+                                      aggregation)
 
 
 def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
