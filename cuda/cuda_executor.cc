@@ -185,6 +185,7 @@ Status CudaExecutor::Impl::ensureDevice(int index) {
   NcclCommOptions o;
   o.deviceIndex = index;
   o.timeoutSeconds = options.timeoutSeconds;
+  o.logger = options.logger;
   comm = std::make_unique<NcclComm>(bootstrap, o);
 #endif
   return Status::ok();

@@ -43,6 +43,10 @@
 #include "core/executor.h"
 #include "ops/transport.h"
 
+namespace spdlog {
+class logger;
+}
+
 namespace zen::cuda {
 
 struct CudaExecutorOptions {
@@ -51,6 +55,7 @@ struct CudaExecutorOptions {
   int hashFunctions = 3;          // ZEN_HASH_FUNCTIONS
   double memoryFactor = 1.5;      // ZEN_HASH_MEMORY_FACTOR
   double timeoutSeconds = 30.0;   // ZEN_TIMEOUT: bound on every wait (NCCL, kernels, finalizer)
+  std::shared_ptr<spdlog::logger> logger;  // optional: the communicator's creation notes
 
   static CudaExecutorOptions fromConfig(const Config& config);
 };

@@ -1,6 +1,7 @@
 #include "cuda/nccl_plan.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace zen::cuda {
 
@@ -101,6 +102,27 @@ PeerBytes broadcastBytes(int size, int rank, size_t bytes, int root) {
     if (rank == p) b.received[root] = bytes;
   }
   return b;
+}
+
+std::string NcclVersion::toString() const {
+  return fmt::format("{}.{}.{}", major, minor, patch);
+}
+
+NcclVersion decodeNcclVersion(int code) {
+  const int majorUnit = code < 10000 ? 1000 : 10000;
+  return NcclVersion{code / majorUnit, code % majorUnit / 100, code % 100};
+}
+
+Status checkNcclVersion(int loadedCode, int builtCode) {
+  const NcclVersion loaded = decodeNcclVersion(loadedCode);
+  const NcclVersion built = decodeNcclVersion(builtCode);
+  if (std::make_pair(loaded.major, loaded.minor) >= std::make_pair(built.major, built.minor)) {
+    return Status::ok();
+  }
+  return ZEN_ERROR(StatusCode::kFailedPrecondition,
+                   "the NCCL library loaded is {}, older than the NCCL {} Zen was built with; "
+                   "load NCCL {}.{} or newer (LD_LIBRARY_PATH)",
+                   loaded.toString(), built.toString(), built.major, built.minor);
 }
 
 }  // namespace zen::cuda

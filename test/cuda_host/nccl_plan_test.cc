@@ -98,5 +98,36 @@ TEST(PeerBytes, BroadcastFansOutFromTheRoot) {
   EXPECT_EQ(leaf.received, (std::vector<uint64_t>{0, 0, 10}));
 }
 
+// nccl.h's NCCL_VERSION: major * 1000 + minor * 100 + patch before 2.9, major * 10000 + ... since.
+TEST(NcclVersion, DecodesBothEncodings) {
+  const NcclVersion v2289 = decodeNcclVersion(22809);
+  EXPECT_EQ(v2289.major, 2);
+  EXPECT_EQ(v2289.minor, 28);
+  EXPECT_EQ(v2289.patch, 9);
+  EXPECT_EQ(v2289.toString(), "2.28.9");
+  EXPECT_EQ(decodeNcclVersion(2804).toString(), "2.8.4");   // the old encoding
+  EXPECT_EQ(decodeNcclVersion(20906).toString(), "2.9.6");  // the first of the new one
+  EXPECT_EQ(decodeNcclVersion(21913).toString(), "2.19.13");
+  EXPECT_EQ(decodeNcclVersion(30001).toString(), "3.0.1");
+}
+
+TEST(NcclVersion, RefusesAnOlderMinorNamingBoth) {
+  const Status s = checkNcclVersion(22703, 22809);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("2.27.3"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("2.28.9"), std::string::npos) << s.message();
+  // Across the encodings (2.8.8 in the old one), and an older major.
+  EXPECT_EQ(checkNcclVersion(2808, 20906).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(checkNcclVersion(22809, 30000).code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(NcclVersion, AllowsTheSameMinorAndNewer) {
+  EXPECT_TRUE(checkNcclVersion(22809, 22809).isOk());
+  EXPECT_TRUE(checkNcclVersion(22801, 22809).isOk());  // an older patch: same major.minor
+  EXPECT_TRUE(checkNcclVersion(22900, 22809).isOk());
+  EXPECT_TRUE(checkNcclVersion(30000, 22809).isOk());
+  EXPECT_TRUE(checkNcclVersion(20906, 2804).isOk());  // new encoding against old headers
+}
+
 }  // namespace
 }  // namespace zen::cuda
