@@ -359,6 +359,19 @@ Status CudaExecutor::Impl::sparse(const Response& r,
                                   const std::vector<TensorEntry*>& entries,
                                   BucketReport* report,
                                   bool* async) {
+  // The inputs' ready events first, on the host (the scheme's waits would wait for them
+  // anyway). Its stream waits abort the communicator when they time out, and ncclCommAbort's
+  // frees wait for every kernel on the device (NVIDIA/nccl#829): behind a framework kernel
+  // that never ends, the bucket would fail only when that kernel does. This timeout leaves
+  // the communicator alone.
+  std::vector<cudaEvent_t> ready;
+  for (const TensorEntry* e : entries) {
+    if (e != nullptr) ready.push_back(readyEventOf(*e));
+  }
+  ZEN_RETURN_IF_ERROR(
+      waitEvents(ready, options.timeoutSeconds,
+                 fmt::format("rank {}: the framework's work on the inputs (their ready events)",
+                             comm->rank())));
   const SparseOutput mode = sparseOutputOf(entries);
   GpuSparseAllreduceOptions o;
   o.comm = comm.get();
