@@ -66,7 +66,7 @@ class SpinFlags {
   int* device_ = nullptr;
 };
 
-TEST(CudaExecutorTimeoutGpu, AStuckReadyStreamTimesOutAbortsAndShutsDown) {
+TEST(CudaExecutorTimeoutGpu, AStuckReadyStreamTimesOutAndTheRuntimeStops) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   Job gpu(1, testConfig({{"ZEN_TIMEOUT", std::to_string(kTimeout)}}));
   const SparseInput in = makeSparse(7, 5000, 4, 0.05);
@@ -78,6 +78,7 @@ TEST(CudaExecutorTimeoutGpu, AStuckReadyStreamTimesOutAbortsAndShutsDown) {
   view.device = Device::cuda(0);
   cudaStream_t user = nullptr;  // the framework's stream; non-blocking: no legacy-stream syncs
   ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
+  Handle warm;     // its result is device memory: freed after the release below
   SpinFlags spin;  // declared after the device memory: released before it is freed
   auto post = [&](const std::string& name) {
     auto h = gpu.rank(0).enqueue(
@@ -87,7 +88,7 @@ TEST(CudaExecutorTimeoutGpu, AStuckReadyStreamTimesOutAbortsAndShutsDown) {
   };
 
   // The warm-up: creates the communicator (under the same bound) and sizes every buffer.
-  const Handle warm = post("warm");
+  warm = post("warm");
   ASSERT_TRUE(warm.valid());
   const Status warmed = waitFor(warm);
   ASSERT_TRUE(warmed.isOk()) << "the warm-up failed (a communicator creation slower than "
