@@ -116,13 +116,15 @@ NcclVersion decodeNcclVersion(int code) {
 Status checkNcclVersion(int loadedCode, int builtCode) {
   const NcclVersion loaded = decodeNcclVersion(loadedCode);
   const NcclVersion built = decodeNcclVersion(builtCode);
-  if (std::make_pair(loaded.major, loaded.minor) >= std::make_pair(built.major, built.minor)) {
+  const NcclVersion least = decodeNcclVersion(kLeastNcclVersion);
+  if (loaded.major == built.major &&
+      std::make_pair(loaded.major, loaded.minor) >= std::make_pair(least.major, least.minor)) {
     return Status::ok();
   }
   return ZEN_ERROR(StatusCode::kFailedPrecondition,
-                   "the NCCL library loaded is {}, older than the NCCL {} Zen was built with; "
-                   "load NCCL {}.{} or newer (LD_LIBRARY_PATH)",
-                   loaded.toString(), built.toString(), built.major, built.minor);
+                   "the NCCL library loaded is {} and Zen (built with NCCL {}) needs NCCL {}.{} "
+                   "or newer of major version {}; load one (LD_LIBRARY_PATH)",
+                   loaded.toString(), built.toString(), least.major, least.minor, built.major);
 }
 
 }  // namespace zen::cuda

@@ -67,10 +67,16 @@ struct NcclVersion {
 };
 NcclVersion decodeNcclVersion(int code);
 
+// The oldest NCCL Zen's calls need: 2.14 brought ncclCommInitRankConfig with a non-blocking
+// ncclConfig_t and ncclCommFinalize. A library older than the headers but not than this is
+// fine: NCCL reads only the prefix of a newer ncclConfig_t that it knows (its size field).
+inline constexpr int kLeastNcclVersion = 21400;
+
 // The NCCL library loaded at run time (`loadedCode`, ncclGetVersion) against the headers Zen
 // was built with (`builtCode`, NCCL_VERSION_CODE): kFailedPrecondition naming both when the
-// loaded one's major.minor is older (it may lack symbols or config fields the headers have,
-// or behave differently); the same or a newer one is fine.
+// loaded one is older than kLeastNcclVersion or of another major version. An older one than
+// the headers is not refused: a GPU machine's framework (torch's NCCL wheel) decides which
+// libnccl a process loads.
 Status checkNcclVersion(int loadedCode, int builtCode);
 
 }  // namespace zen::cuda
