@@ -264,8 +264,9 @@ Result<std::unique_ptr<Runtime>> assembleRuntime(const Config& config,
 #ifdef ZEN_HAVE_CUDA
   // GPU buckets to the CUDA executor, which bootstraps NCCL over the CPU executor's transport.
   ops::Transport& bootstrap = static_cast<ops::CpuExecutor&>(*executor).transport();
-  auto gpu = std::make_unique<cuda::CudaExecutor>(bootstrap,
-                                                  cuda::CudaExecutorOptions::fromConfig(config));
+  cuda::CudaExecutorOptions gpuOptions = cuda::CudaExecutorOptions::fromConfig(config);
+  gpuOptions.logger = options.logger;
+  auto gpu = std::make_unique<cuda::CudaExecutor>(bootstrap, std::move(gpuOptions));
   executor = std::make_unique<cuda::DispatchExecutor>(rank, std::move(executor), std::move(gpu));
 #endif
   return Runtime::create(std::move(options), std::move(channel), std::move(negotiator),

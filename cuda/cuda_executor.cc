@@ -121,7 +121,14 @@ struct CudaExecutor::Impl {
   }
 
   Status ensureDevice(int index);
+  // The stream waits on every entry's ready event (no host wait); keeps them in `ready`.
   Status waitReady(const std::vector<TensorEntry*>& entries);
+  // On the host, bounded, before the bucket's first wait for its stream (sparse buckets, a
+  // buffer's growth): those ready events. A stream wait's timeout aborts the communicator, and
+  // ncclCommAbort's frees wait for every kernel on the device (NVIDIA/nccl#829): behind a
+  // framework kernel that never ends, the bucket would fail only once it does. This kTimeout
+  // leaves the communicator alone.
+  Status waitInputs();
   // Each runs one bucket on the stream; *async: the work is still queued when it returns.
   Status allreduce(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
   Status broadcast(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
@@ -145,7 +152,8 @@ struct CudaExecutor::Impl {
                 DataType dtype);
   // buffer.reserve(bytes), after a bounded wait for the stream when that frees memory:
   // cudaFree waits for the whole device (device_buffer.cc), which behind an earlier bucket's
-  // hung collective would never return; NcclComm::wait times out and aborts it instead.
+  // hung collective would never return; NcclComm::wait times out and aborts it instead (after
+  // waitInputs).
   Status reserve(DeviceBuffer& buffer, size_t bytes);
   // Device memory of `bytes` for out's result, owned by the handle (OpResult::gatheredOnDevice;
   // null for 0 bytes): the allgather's and the alltoall's output, sized by the plan.
@@ -155,8 +163,9 @@ struct CudaExecutor::Impl {
   const CudaExecutorOptions options;
   int device = -1;
   cudaStream_t stream = nullptr;
-  DeviceBuffer fusion;         // dense buckets; a fused sparse bucket's dense result
-  DeviceBuffer sparseIndices;  // a fused sparse bucket's input
+  std::vector<cudaEvent_t> ready;  // the current bucket's inputs' ready events (waitReady)
+  DeviceBuffer fusion;             // dense buckets; a fused sparse bucket's dense result
+  DeviceBuffer sparseIndices;      // a fused sparse bucket's input
   DeviceBuffer sparseValues;
   DeviceBuffer gatherBuffer;  // an allgather bucket: every rank's segment (device_bucket.h)
 #ifdef ZEN_HAVE_NCCL
@@ -185,18 +194,28 @@ Status CudaExecutor::Impl::ensureDevice(int index) {
   NcclCommOptions o;
   o.deviceIndex = index;
   o.timeoutSeconds = options.timeoutSeconds;
+  o.logger = options.logger;
   comm = std::make_unique<NcclComm>(bootstrap, o);
 #endif
   return Status::ok();
 }
 
 Status CudaExecutor::Impl::waitReady(const std::vector<TensorEntry*>& entries) {
+  ready.clear();
   for (const TensorEntry* e : entries) {
     if (e == nullptr) continue;
     const cudaEvent_t ev = readyEventOf(*e);
-    if (ev != nullptr) ZEN_CHECK_CUDA(cudaStreamWaitEvent(stream, ev, 0));
+    if (ev == nullptr) continue;
+    ready.push_back(ev);
+    ZEN_CHECK_CUDA(cudaStreamWaitEvent(stream, ev, 0));
   }
   return Status::ok();
+}
+
+Status CudaExecutor::Impl::waitInputs() {
+  return waitEvents(ready, options.timeoutSeconds,
+                    fmt::format("rank {}: the framework's work on the inputs (their ready events)",
+                                bootstrap.rank()));
 }
 
 Status CudaExecutor::Impl::fuseIn(std::vector<CopyJob> in,
@@ -227,6 +246,7 @@ Result<void*> CudaExecutor::Impl::deviceResult(OpResult& out, TensorShape shape,
 
 Status CudaExecutor::Impl::reserve(DeviceBuffer& buffer, size_t bytes) {
   if (bytes > buffer.capacity() && buffer.data() != nullptr) {
+    ZEN_RETURN_IF_ERROR(waitInputs());
     ZEN_RETURN_IF_ERROR(comm->wait(stream, "growing a device buffer"));
   }
   return buffer.reserve(bytes);
@@ -358,6 +378,7 @@ Status CudaExecutor::Impl::sparse(const Response& r,
                                   const std::vector<TensorEntry*>& entries,
                                   BucketReport* report,
                                   bool* async) {
+  ZEN_RETURN_IF_ERROR(waitInputs());  // the scheme waits for its stream
   const SparseOutput mode = sparseOutputOf(entries);
   GpuSparseAllreduceOptions o;
   o.comm = comm.get();

@@ -31,9 +31,12 @@
 //   come from a pool (cuda/event_pool.h): a fired one is reused, a timed-out or failed one
 //   destroyed.
 // - Every host wait is bounded by timeoutSeconds (NcclComm::wait, the kernels' stream waits,
-//   cuda/stream_wait.h, the finalizer's). A bucket whose wait timed out fails its handles with
-//   that kTimeout, and the communicator has been aborted by then (by NcclComm's waits, and by
-//   gpuSparseAllreduce for its kernels' waits): its stuck kernels end and later GPU buckets
+//   cuda/stream_wait.h, the finalizer's). Before its first wait for the stream (a sparse
+//   bucket, a buffer's growth) a bucket waits on the host for its inputs' ready events: a framework
+//   stream that never finishes them is a kTimeout that leaves the communicator alone (ncclCommAbort
+//   would wait for the framework's kernel). A bucket whose NCCL or kernel wait timed out fails its
+//   handles with that kTimeout, and the communicator has been aborted by then (by NcclComm's waits,
+//   and by gpuSparseAllreduce for its kernels' waits): its stuck kernels end and later GPU buckets
 //   fail with kAborted (the data plane needs a new communicator).
 // - Without NCCL (ZEN_HAVE_NCCL undefined) every device tensor is refused.
 // CUDA and NCCL types stay in cuda_executor.cc.
@@ -43,6 +46,10 @@
 #include "core/executor.h"
 #include "ops/transport.h"
 
+namespace spdlog {
+class logger;
+}
+
 namespace zen::cuda {
 
 struct CudaExecutorOptions {
@@ -51,6 +58,7 @@ struct CudaExecutorOptions {
   int hashFunctions = 3;          // ZEN_HASH_FUNCTIONS
   double memoryFactor = 1.5;      // ZEN_HASH_MEMORY_FACTOR
   double timeoutSeconds = 30.0;   // ZEN_TIMEOUT: bound on every wait (NCCL, kernels, finalizer)
+  std::shared_ptr<spdlog::logger> logger;  // optional: the communicator's creation notes
 
   static CudaExecutorOptions fromConfig(const Config& config);
 };

@@ -14,6 +14,7 @@
 
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <spdlog/logger.h>
 
 #include <algorithm>
 #include <atomic>
@@ -154,6 +155,19 @@ struct NcclComm::Impl {
                        file, line));
   }
 
+  // The loaded libnccl against nccl.h (nccl_plan.h's checkNcclVersion); a refusal is this
+  // communicator's failure, so every later call names it.
+  Status checkVersion(int loaded) {
+    if (options.logger) {
+      options.logger->info("rank {}: NCCL {} loaded (built with {})", rank,
+                           decodeNcclVersion(loaded).toString(),
+                           decodeNcclVersion(NCCL_VERSION_CODE).toString());
+    }
+    const Status s = checkNcclVersion(loaded, NCCL_VERSION_CODE);
+    if (s.isOk()) return s;
+    return fail(ZEN_ERROR(s.code(), "rank {}: {}", rank, s.message()));
+  }
+
   // Acts on requestAbort() (driving thread only).
   Status honourAbortRequest() {
     if (!abortRequested.load(std::memory_order_acquire)) return Status::ok();
@@ -283,6 +297,11 @@ Status NcclComm::init() {
   const size_t countBytes = 2 * static_cast<size_t>(m->size) * sizeof(uint64_t);
   ZEN_RETURN_IF_ERROR(m->counts.reserve(countBytes));
   ZEN_RETURN_IF_ERROR(m->hostCounts.reserve(countBytes));
+
+  // Before any other NCCL call: an older libnccl than the headers may lack what they declare.
+  int loaded = 0;
+  ZEN_CHECK_NCCL(m, ncclGetVersion(&loaded));
+  ZEN_RETURN_IF_ERROR(m->checkVersion(loaded));
 
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));

@@ -10,7 +10,10 @@
 //   numbers. Work is enqueued on the caller's `stream` (created on that device). Each method
 //   makes that device current on the calling thread.
 // - Collectives are called by every rank in the same order, by one thread at a time per comm.
-// - Creation is lazy: the first call (or init()) creates the communicator; rank 0 makes the
+// - Creation is lazy: the first call (or init()) creates the communicator. It first refuses
+//   (kFailedPrecondition) a loaded libnccl whose major.minor is older than the headers'
+//   (checkNcclVersion, nccl_plan.h): the GPU machine may load another NCCL (the toolkit's,
+//   PyTorch's wheel) than the one Zen was built against. Then rank 0 makes the
 //   ncclUniqueId and sends it to the others with bootstrap.broadcast (the host control
 //   channel / TCP / MPI / in-process transport the runtime already has). The bootstrap
 //   transport is used only then, and must outlive that call.
@@ -37,11 +40,17 @@
 #include "core/status.h"
 #include "ops/transport.h"
 
+namespace spdlog {
+class logger;
+}
+
 namespace zen::cuda {
 
 struct NcclCommOptions {
   int deviceIndex = 0;           // CUDA device of this rank
   double timeoutSeconds = 30.0;  // bound on creation and on every wait (Config::timeoutSeconds)
+  // Optional: creation logs the NCCL versions there (built with, loaded).
+  std::shared_ptr<spdlog::logger> logger;
 
   // deviceIndex = localRank (0 when absent), timeoutSeconds from the config.
   static NcclCommOptions fromConfig(const Config& config);

@@ -1,6 +1,7 @@
 #include "cuda/nccl_plan.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace zen::cuda {
 
@@ -101,6 +102,29 @@ PeerBytes broadcastBytes(int size, int rank, size_t bytes, int root) {
     if (rank == p) b.received[root] = bytes;
   }
   return b;
+}
+
+std::string NcclVersion::toString() const {
+  return fmt::format("{}.{}.{}", major, minor, patch);
+}
+
+NcclVersion decodeNcclVersion(int code) {
+  const int majorUnit = code < 10000 ? 1000 : 10000;
+  return NcclVersion{code / majorUnit, code % majorUnit / 100, code % 100};
+}
+
+Status checkNcclVersion(int loadedCode, int builtCode) {
+  const NcclVersion loaded = decodeNcclVersion(loadedCode);
+  const NcclVersion built = decodeNcclVersion(builtCode);
+  const NcclVersion least = decodeNcclVersion(kLeastNcclVersion);
+  if (loaded.major == built.major &&
+      std::make_pair(loaded.major, loaded.minor) >= std::make_pair(least.major, least.minor)) {
+    return Status::ok();
+  }
+  return ZEN_ERROR(StatusCode::kFailedPrecondition,
+                   "the NCCL library loaded is {} and Zen (built with NCCL {}) needs NCCL {}.{} "
+                   "or newer of major version {}; load one (LD_LIBRARY_PATH)",
+                   loaded.toString(), built.toString(), least.major, least.minor, built.major);
 }
 
 }  // namespace zen::cuda

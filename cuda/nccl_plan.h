@@ -2,10 +2,12 @@
 
 // Host-side logic of the NCCL backend (cuda/nccl_comm.cc) in plain C++ without CUDA or NCCL
 // headers, so test/cuda_host checks it on every machine: the bounded poll loop, the checks of
-// v-collective segment sizes, and the byte accounting (ops::TransportCounters' rules).
+// v-collective segment sizes, the byte accounting (ops::TransportCounters' rules), and the
+// check of the loaded NCCL's version against the headers'.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "core/status.h"
@@ -53,5 +55,28 @@ PeerBytes allreduceBytes(int size, int rank, size_t bytes);
 PeerBytes reducescatterBytes(int size, int rank, size_t bytesPerRank);
 // A flat fan-out: the root sends `bytes` to every peer, the others receive them from it.
 PeerBytes broadcastBytes(int size, int rank, size_t bytes, int root);
+
+// An NCCL version code (NCCL_VERSION_CODE, ncclGetVersion) split up. nccl.h's NCCL_VERSION
+// encodes major * 1000 + minor * 100 + patch before 2.9 and major * 10000 + minor * 100 +
+// patch since, so a code under 10000 is the old encoding.
+struct NcclVersion {
+  int major = 0;
+  int minor = 0;
+  int patch = 0;
+  std::string toString() const;  // "2.28.9"
+};
+NcclVersion decodeNcclVersion(int code);
+
+// The oldest NCCL Zen's calls need: 2.14 brought ncclCommInitRankConfig with a non-blocking
+// ncclConfig_t and ncclCommFinalize. A library older than the headers but not than this is
+// fine: NCCL reads only the prefix of a newer ncclConfig_t that it knows (its size field).
+inline constexpr int kLeastNcclVersion = 21400;
+
+// The NCCL library loaded at run time (`loadedCode`, ncclGetVersion) against the headers Zen
+// was built with (`builtCode`, NCCL_VERSION_CODE): kFailedPrecondition naming both when the
+// loaded one is older than kLeastNcclVersion or of another major version. An older one than
+// the headers is not refused: a GPU machine's framework (torch's NCCL wheel) decides which
+// libnccl a process loads.
+Status checkNcclVersion(int loadedCode, int builtCode);
 
 }  // namespace zen::cuda

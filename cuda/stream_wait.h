@@ -9,6 +9,9 @@
 // the caller owning an NcclComm aborts it (NcclComm::abort), which ends NCCL's kernels.
 #include <cuda_runtime.h>
 
+#include <string>
+#include <vector>
+
 #include "core/status.h"
 
 namespace zen::cuda {
@@ -17,5 +20,10 @@ namespace zen::cuda {
 // ok; a CUDA error from the query (a device fault): kInternal naming it; past timeoutSeconds:
 // kTimeout "<what> did not complete within T s".
 Status waitStream(cudaStream_t stream, double timeoutSeconds, const char* what);
+
+// The same over cudaEventQuery until every one of `events` (null ones skipped) has completed.
+Status waitEvents(const std::vector<cudaEvent_t>& events,
+                  double timeoutSeconds,
+                  const std::string& what);
 
 }  // namespace zen::cuda

@@ -98,5 +98,41 @@ TEST(PeerBytes, BroadcastFansOutFromTheRoot) {
   EXPECT_EQ(leaf.received, (std::vector<uint64_t>{0, 0, 10}));
 }
 
+// nccl.h's NCCL_VERSION: major * 1000 + minor * 100 + patch before 2.9, major * 10000 + ... since.
+TEST(NcclVersion, DecodesBothEncodings) {
+  const NcclVersion v2289 = decodeNcclVersion(22809);
+  EXPECT_EQ(v2289.major, 2);
+  EXPECT_EQ(v2289.minor, 28);
+  EXPECT_EQ(v2289.patch, 9);
+  EXPECT_EQ(v2289.toString(), "2.28.9");
+  EXPECT_EQ(decodeNcclVersion(2804).toString(), "2.8.4");   // the old encoding
+  EXPECT_EQ(decodeNcclVersion(20906).toString(), "2.9.6");  // the first of the new one
+  EXPECT_EQ(decodeNcclVersion(21913).toString(), "2.19.13");
+  EXPECT_EQ(decodeNcclVersion(30001).toString(), "3.0.1");
+}
+
+// Zen needs NCCL 2.14 (kLeastNcclVersion: the non-blocking config API): older is refused, naming
+// the loaded, the built and the needed version; so is another major version.
+TEST(NcclVersion, RefusesOneOlderThanZenNeedsNamingThem) {
+  const Status s = checkNcclVersion(21304, 22809);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("2.13.4"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("2.28.9"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("2.14"), std::string::npos) << s.message();
+  EXPECT_EQ(checkNcclVersion(2808, 22809).code(), StatusCode::kFailedPrecondition);  // old encoding
+  EXPECT_EQ(checkNcclVersion(22809, 30000).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(checkNcclVersion(30000, 22809).code(), StatusCode::kFailedPrecondition);
+}
+
+// A framework's NCCL older than the headers but new enough runs (torch's wheel decides which
+// libnccl the process loads); the same and newer minors too.
+TEST(NcclVersion, AllowsOlderThanTheHeadersDownToWhatZenNeeds) {
+  EXPECT_TRUE(checkNcclVersion(21400, 22809).isOk());
+  EXPECT_TRUE(checkNcclVersion(22703, 22809).isOk());
+  EXPECT_TRUE(checkNcclVersion(22809, 22809).isOk());
+  EXPECT_TRUE(checkNcclVersion(22900, 22809).isOk());
+  EXPECT_TRUE(checkNcclVersion(21400, 21400).isOk());
+}
+
 }  // namespace
 }  // namespace zen::cuda

@@ -2,19 +2,26 @@
 libzen built with CUDA and NCCL). Every result is compared with the same operation on host
 copies through the same daemon. Inputs are random, fresh every run (the seed is printed).
 Every section runs even after an earlier one failed; the last line names the failed ones.
-Exits 0 (printing "skipped") where torch has no CUDA.
+Where torch is missing or has no CUDA it says so and exits 77, which tools/gpu-check reports
+as "not run": never 0, which would read as passed.
 """
 import random
 import sys
 import traceback
 
-import torch
+NOT_RUN = 77
+
+try:
+    import torch
+except ImportError as e:
+    print("zen.torch on CUDA tensors: NOT RUN (no torch: %s)" % e)
+    sys.exit(NOT_RUN)
 
 
 def main():
     if not torch.cuda.is_available():
-        print("zen.torch on CUDA tensors: skipped (this torch has no CUDA)")
-        return 0
+        print("zen.torch on CUDA tensors: NOT RUN (this torch has no CUDA)")
+        return NOT_RUN
     import zen.torch as hvd
     hvd.init()
     assert hvd.cuda_built(), "libzen was built without CUDA/NCCL"
