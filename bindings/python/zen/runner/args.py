@@ -10,6 +10,7 @@ import shlex
 import sys
 
 import zen
+from zen.common import horovod_env
 from zen.runner import config_file, interfaces
 
 DEFAULT_LAUNCH_COMMAND = "ssh -o BatchMode=yes {host}"
@@ -493,9 +494,9 @@ def _check_stall(p, args):
         return
     warning, source = args.stall_check_time, "--stall-check-warning-time-seconds"
     if warning is None:
-        text = os.environ.get("ZEN_STALL_CHECK_TIME_SECONDS")
+        text, name = horovod_env.lookup(os.environ, "ZEN_STALL_CHECK_TIME_SECONDS")
         try:
-            warning, source = float(text), "ZEN_STALL_CHECK_TIME_SECONDS"
+            warning, source = float(text), name
         except (TypeError, ValueError):
             warning, source = DEFAULT_STALL_WARNING, "the default warning time"
     if warning <= 0:
