@@ -858,3 +858,23 @@ def test_stall_shutdown_check_reads_the_horovod_alias():
                env={"HOROVOD_STALL_CHECK_TIME_SECONDS": "60"})
     assert r.returncode == 2
     assert "below HOROVOD_STALL_CHECK_TIME_SECONDS (60 s)" in r.stderr, r.stderr
+    r = zenrun(["-np", "2", "--stall-check-shutdown-time-seconds", "30", PYTHON, PROBE],
+               env={"HOROVOD_STALL_CHECK_DISABLE": "1"})
+    assert r.returncode == 2
+    assert "which HOROVOD_STALL_CHECK_DISABLE=1 turns off" in r.stderr, r.stderr
+
+
+def test_gloo_timeout_sets_the_zen_timeout(tmp_path):
+    """horovodrun's --gloo-timeout-seconds (and its config key) is ZEN_TIMEOUT, as the
+    library reads HOROVOD_GLOO_TIMEOUT_SECONDS."""
+    from zen.runner import args as arglib
+
+    args = arglib.parse(["-np", "2", "--gloo-timeout-seconds", "60", "true"])
+    assert arglib.knob_env(args)["ZEN_TIMEOUT"] == "60"
+    path = tmp_path / "hvd.json"
+    path.write_text(json.dumps({"library_options": {"gloo_timeout_seconds": 45}}))
+    args = arglib.parse(["-np", "2", "--config-file", str(path), "true"])
+    assert arglib.knob_env(args)["ZEN_TIMEOUT"] == "45"
+    assert "ZEN_TIMEOUT" not in arglib.knob_env(arglib.parse(["-np", "2", "true"]))
+    r = zenrun(["-np", "2", "--gloo-timeout-seconds", "0", "true"])
+    assert r.returncode == 2 and "--gloo-timeout-seconds must be" in r.stderr, r.stderr
