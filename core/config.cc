@@ -1,12 +1,12 @@
 #include "core/config.h"
 
-#include "core/horovod_env.h"
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <functional>
 #include <vector>
+
+#include "core/horovod_env.h"
 
 extern char** environ;
 
