@@ -348,6 +348,12 @@ Result<RuntimeStats> Api::stats() const {
   return rt->stats();
 }
 
+Result<Config> Api::config() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!runtime_) return notInitialized();
+  return config_;
+}
+
 Status Api::startTimeline(const std::string& path, bool markCycles) {
   std::shared_ptr<Runtime> rt = runtime();
   if (!rt) return notInitialized();

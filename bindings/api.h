@@ -87,6 +87,9 @@ class Api {
   Result<std::vector<int32_t>> processSetRanks(int32_t id) const;
 
   Result<RuntimeStats> stats() const;
+  // The settings this runtime started with (ZEN_* and their HOROVOD_* aliases); the
+  // autotuner's later points are stats().tunedParameters.
+  Result<Config> config() const;
   Status startTimeline(const std::string& path, bool markCycles);
   Status stopTimeline();
 

@@ -260,6 +260,24 @@ int placementField(int Placement::*field) {
   return placementValue([field](const Placement& p) { return p.*field; });
 }
 
+// The knobs a runtime started with, in Zen's units: what a ZEN_* variable, a HOROVOD_* alias
+// or a zenrun flag set, as the ranks see it.
+nlohmann::json configJson(const Config& c) {
+  nlohmann::json j;
+  j["fusion_threshold_bytes"] = c.fusionThresholdBytes;
+  j["cycle_time_ms"] = c.cycleTimeMs;
+  j["cache_capacity"] = c.cacheCapacity;
+  j["timeline"] = c.timeline;
+  j["timeline_mark_cycles"] = c.timelineMarkCycles;
+  j["autotune"] = c.autotune;
+  j["stall_check_time_seconds"] = c.stallCheckSeconds;
+  j["stall_shutdown_time_seconds"] = c.stallShutdownSeconds;
+  j["timeout_seconds"] = c.timeoutSeconds;
+  j["log_level"] = c.logLevel;
+  j["scheme"] = schemeName(c.scheme);
+  return j;
+}
+
 nlohmann::json statsJson(const RuntimeStats& s) {
   nlohmann::json j;
   j["cycles"] = s.cycles;
@@ -651,7 +669,11 @@ int zen_stats_json(char** json) {
   if (json == nullptr) return fail(ZEN_INVALID_ARGUMENT, "no place for the stats");
   auto r = api().stats();
   if (!r.isOk()) return zen::bindings::failCall(r.status());
-  const std::string text = zen::bindings::statsJson(r.value()).dump();
+  auto config = api().config();
+  if (!config.isOk()) return zen::bindings::failCall(config.status());
+  nlohmann::json j = zen::bindings::statsJson(r.value());
+  j["config"] = zen::bindings::configJson(config.value());
+  const std::string text = j.dump();
   char* out = static_cast<char*>(std::malloc(text.size() + 1));
   if (out == nullptr) return fail(ZEN_INTERNAL, "out of memory for the stats");
   std::memcpy(out, text.c_str(), text.size() + 1);

@@ -384,7 +384,9 @@ typedef struct zen_stats {
 } zen_stats_t;
 ZEN_C_EXPORT int zen_stats(zen_stats_t* stats);
 /* Everything, per tensor too, as JSON ({"cycles": ..., "phase_seconds": {...},
- * "buckets_by_scheme": {...}, "tensors": {"name": {...}}}); free *json with zen_free. */
+ * "buckets_by_scheme": {...}, "tensors": {"name": {...}}, "config": {"fusion_threshold_bytes":
+ * ..., "cycle_time_ms": ..., ...}: the settings the runtime started with}); free *json with
+ * zen_free. */
 ZEN_C_EXPORT int zen_stats_json(char** json);
 ZEN_C_EXPORT void zen_free(void* pointer);
 

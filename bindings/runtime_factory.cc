@@ -250,6 +250,7 @@ Result<std::unique_ptr<Runtime>> assembleRuntime(const Config& config,
   RuntimeOptions options = RuntimeOptions::fromConfig(config, rank, size);
   options.launch = launch;
   if (logger) options.logger = logger;
+  for (const std::string& warning : config.warnings) options.logger->warn("{}", warning);
   std::unique_ptr<controller::ParameterManager> tuner;
   if (config.autotune && rank == 0) {
     ZEN_ASSIGN_OR_RETURN(

@@ -6,6 +6,8 @@
 #include <functional>
 #include <vector>
 
+#include "core/horovod_env.h"
+
 extern char** environ;
 
 namespace zen {
@@ -33,19 +35,13 @@ Result<double> parseDouble(const std::string& name, const std::string& text, dou
   return v;
 }
 
-Result<bool> parseBool(const std::string& name, const std::string& text) {
-  if (text == "1" || text == "true" || text == "TRUE" || text == "yes") return true;
-  if (text == "0" || text == "false" || text == "FALSE" || text == "no") return false;
-  return ZEN_ERROR(StatusCode::kInvalidArgument, "{}='{}': expected 0/1/true/false", name, text);
-}
-
-Result<Scheme> parseScheme(const std::string& text) {
+Result<Scheme> parseScheme(const std::string& name, const std::string& text) {
   for (Scheme s : {Scheme::kAuto, Scheme::kZen, Scheme::kHc, Scheme::kAgSparse, Scheme::kBlocks,
                    Scheme::kDense}) {
     if (text == schemeName(s)) return s;
   }
   return ZEN_ERROR(StatusCode::kInvalidArgument,
-                   "ZEN_SCHEME='{}': expected auto, zen, hc, agsparse, blocks or dense", text);
+                   "{}='{}': expected auto, zen, hc, agsparse, blocks or dense", name, text);
 }
 
 // ZEN_AUTO_SCHEMES: auto's candidates. dense (its sparse output drops rows that sum to zero)
@@ -56,7 +52,7 @@ Result<std::vector<Scheme>> parseAutoSchemes(const std::string& text) {
   while (true) {
     const size_t comma = text.find(',', at);
     const std::string name = text.substr(at, comma == std::string::npos ? comma : comma - at);
-    Result<Scheme> s = parseScheme(name);
+    Result<Scheme> s = parseScheme("ZEN_AUTO_SCHEMES", name);
     ZEN_CHECK_ARG(s.isOk() && (s.value() == Scheme::kZen || s.value() == Scheme::kHc ||
                                s.value() == Scheme::kAgSparse),
                   "ZEN_AUTO_SCHEMES='{}': '{}' is not a candidate (expected a comma-separated "
@@ -71,27 +67,27 @@ Result<std::vector<Scheme>> parseAutoSchemes(const std::string& text) {
 }
 
 // ZEN_IFACE: interface names, none empty (a stray comma is a typo, not "any interface").
-Result<std::vector<std::string>> parseIfaces(const std::string& text) {
+Result<std::vector<std::string>> parseIfaces(const std::string& name, const std::string& text) {
   std::vector<std::string> names;
   size_t at = 0;
   while (true) {
     const size_t comma = text.find(',', at);
     names.push_back(text.substr(at, comma == std::string::npos ? comma : comma - at));
     ZEN_CHECK_ARG(!names.back().empty(),
-                  "ZEN_IFACE='{}': expected comma-separated network interface names, e.g. "
+                  "{}='{}': expected comma-separated network interface names, e.g. "
                   "eth0 or ib0,eth0",
-                  text);
+                  name, text);
     if (comma == std::string::npos) return names;
     at = comma + 1;
   }
 }
 
-Result<std::string> parseLogLevel(const std::string& text) {
+Result<std::string> parseLogLevel(const std::string& name, const std::string& text) {
   for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
     if (text == level) return text;
   }
   return ZEN_ERROR(StatusCode::kInvalidArgument,
-                   "ZEN_LOG_LEVEL='{}': expected trace, debug, info, warn, error, critical or off",
+                   "{}='{}': expected trace, debug, info, warn, error, critical or off", name,
                    text);
 }
 
@@ -146,8 +142,8 @@ const std::map<std::string, Setter>& setters() {
       {"ZEN_CONTROLLER_FD", intField(&Config::controllerFd, 0)},
       {"ZEN_SECRET", stringField(&Config::secret)},
       {"ZEN_IFACE",
-       [](Config& c, const std::string&, const std::string& v) {
-         ZEN_ASSIGN_OR_RETURN(c.ifaces, parseIfaces(v));
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.ifaces, parseIfaces(n, v));
          return Status::ok();
        }},
       {"ZEN_ELASTIC_RENDEZVOUS", ignored()},
@@ -166,7 +162,7 @@ const std::map<std::string, Setter>& setters() {
        }},
       {"ZEN_AUTOTUNE",
        [](Config& c, const std::string& n, const std::string& v) {
-         ZEN_ASSIGN_OR_RETURN(c.autotune, parseBool(n, v));
+         ZEN_ASSIGN_OR_RETURN(c.autotune, parseEnvBool(n, v));
          return Status::ok();
        }},
       {"ZEN_AUTOTUNE_LOG", stringField(&Config::autotuneLog)},
@@ -184,7 +180,7 @@ const std::map<std::string, Setter>& setters() {
       {"ZEN_TIMELINE", stringField(&Config::timeline)},
       {"ZEN_TIMELINE_MARK_CYCLES",
        [](Config& c, const std::string& n, const std::string& v) {
-         ZEN_ASSIGN_OR_RETURN(c.timelineMarkCycles, parseBool(n, v));
+         ZEN_ASSIGN_OR_RETURN(c.timelineMarkCycles, parseEnvBool(n, v));
          return Status::ok();
        }},
       {"ZEN_STALL_CHECK_TIME_SECONDS", doubleField(&Config::stallCheckSeconds, 0.0, 1e7)},
@@ -192,22 +188,22 @@ const std::map<std::string, Setter>& setters() {
       {"ZEN_TIMEOUT", doubleField(&Config::timeoutSeconds, 0.001, 1e7)},
       {"ZEN_LOG_HIDE_TIME",
        [](Config& c, const std::string& n, const std::string& v) {
-         ZEN_ASSIGN_OR_RETURN(c.logHideTime, parseBool(n, v));
+         ZEN_ASSIGN_OR_RETURN(c.logHideTime, parseEnvBool(n, v));
          return Status::ok();
        }},
       {"ZEN_MPI_THREADS_DISABLE",
        [](Config& c, const std::string& n, const std::string& v) {
-         ZEN_ASSIGN_OR_RETURN(c.mpiThreadsDisable, parseBool(n, v));
+         ZEN_ASSIGN_OR_RETURN(c.mpiThreadsDisable, parseEnvBool(n, v));
          return Status::ok();
        }},
       {"ZEN_LOG_LEVEL",
-       [](Config& c, const std::string&, const std::string& v) {
-         ZEN_ASSIGN_OR_RETURN(c.logLevel, parseLogLevel(v));
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.logLevel, parseLogLevel(n, v));
          return Status::ok();
        }},
       {"ZEN_SCHEME",
-       [](Config& c, const std::string&, const std::string& v) {
-         ZEN_ASSIGN_OR_RETURN(c.scheme, parseScheme(v));
+       [](Config& c, const std::string& n, const std::string& v) {
+         ZEN_ASSIGN_OR_RETURN(c.scheme, parseScheme(n, v));
          return Status::ok();
        }},
       {"ZEN_AUTO_PROFILE_CALLS",
@@ -284,6 +280,12 @@ bool isToolVariable(const std::string& name) {
 
 }  // namespace
 
+Result<bool> parseEnvBool(const std::string& name, const std::string& text) {
+  if (text == "1" || text == "true" || text == "TRUE" || text == "yes") return true;
+  if (text == "0" || text == "false" || text == "FALSE" || text == "no") return false;
+  return ZEN_ERROR(StatusCode::kInvalidArgument, "{}='{}': expected 0/1/true/false", name, text);
+}
+
 const char* schemeName(Scheme scheme) {
   switch (scheme) {
     case Scheme::kAuto:
@@ -304,19 +306,28 @@ const char* schemeName(Scheme scheme) {
 
 Result<Config> Config::parse(const std::map<std::string, std::string>& env) {
   Config config;
+  std::map<std::string, EnvSetting> settings;  // ZEN_* name -> where its value came from
   for (const auto& [name, value] : env) {
     if (name.rfind("ZEN_", 0) != 0 || isToolVariable(name)) continue;
-    auto it = setters().find(name);
-    if (it == setters().end()) {
+    if (setters().count(name) == 0) {
       return ZEN_ERROR(StatusCode::kInvalidArgument,
                        "unknown variable {} (see docs/architecture.md for the ZEN_* list)", name);
     }
-    ZEN_RETURN_IF_ERROR(it->second(config, name, value));
+    settings.emplace(name, EnvSetting{name, value});
   }
+  ZEN_RETURN_IF_ERROR(addHorovodAliases(env, &settings, &config.warnings));
+  for (const auto& [name, setting] : settings) {
+    ZEN_RETURN_IF_ERROR(setters().at(name)(config, setting.source, setting.value));
+  }
+  const std::string ignored = horovodIgnoredWarning(env);
+  if (!ignored.empty()) config.warnings.push_back(ignored);
   ZEN_RETURN_IF_ERROR(parseMpiPlacement(env, &config));
   if (config.rank && config.size && *config.rank >= *config.size) {
     return ZEN_ERROR(StatusCode::kInvalidArgument, "ZEN_RANK={} is not below ZEN_SIZE={}",
                      *config.rank, *config.size);
+  }
+  if (!config.rank && !config.size && !config.mpiSize) {
+    ZEN_RETURN_IF_ERROR(horovodLauncherError(env));
   }
   return config;
 }

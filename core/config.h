@@ -21,6 +21,9 @@ inline std::vector<Scheme> defaultAutoSchemes() {
 }
 inline constexpr int kDefaultAutoProfileCalls = 3;
 
+// A ZEN_* boolean: 0/1/true/false/TRUE/FALSE/yes/no; anything else an error naming `name`.
+Result<bool> parseEnvBool(const std::string& name, const std::string& text);
+
 // Every ZEN_* variable, parsed once (CONVENTIONS.md §6: no getenv anywhere else). Unknown
 // ZEN_* names and bad values are errors, so a typo never silently falls back to a default.
 struct Config {
@@ -81,8 +84,12 @@ struct Config {
   uint64_t seed = 0x5eed2e2ULL;
   int threads = 0;  // CPU worker threads, 0 = hardware concurrency
 
-  // Parses a snapshot of the environment; only ZEN_* names and the MPI placement above are
-  // looked at.
+  // Said once at init, on the runtime's logger (bindings/runtime_factory.cc): a HOROVOD_* alias
+  // overridden by a different value, and the HOROVOD_* variables zen ignores (core/horovod_env.h).
+  std::vector<std::string> warnings;
+
+  // Parses a snapshot of the environment; only ZEN_* names, their HOROVOD_* aliases
+  // (core/horovod_env.h) and the MPI placement above are looked at.
   static Result<Config> parse(const std::map<std::string, std::string>& env);
   // Reads the process environment once and parses it.
   static Result<Config> fromEnvironment();

@@ -574,7 +574,8 @@ int everyFunction(int rank, int n) {
   const std::string js(json);
   zen_free(json);
   CHILD_CHECK(js.find("\"c.s\"") != std::string::npos &&
-                  js.find("\"buckets_by_scheme\"") != std::string::npos,
+                  js.find("\"buckets_by_scheme\"") != std::string::npos &&
+                  js.find("\"fusion_threshold_bytes\"") != std::string::npos,
               99);
 
   // Join: rank 0 first; the others reduce without it, then join.

@@ -151,6 +151,22 @@ INSTANTIATE_TEST_SUITE_P(
                 "ZEN_AUTOTUNE_CONFIRM_PAIRS='-1': expected an integer in [0, 1000000]"},
         BadCase{"ZEN_AUTOTUNE_CONFIRM_PAIRS", "two", "ZEN_AUTOTUNE_CONFIRM_PAIRS='two'"}));
 
+// Horovod's variables (core/horovod_env.h): the error names the HOROVOD_* variable set.
+INSTANTIATE_TEST_SUITE_P(
+    HorovodAliases,
+    ConfigRejects,
+    ::testing::Values(
+        BadCase{"HOROVOD_FUSION_THRESHOLD", "64MB", "HOROVOD_FUSION_THRESHOLD='64MB'"},
+        BadCase{"HOROVOD_FUSION_THRESHOLD", "-1", "HOROVOD_FUSION_THRESHOLD='-1'"},
+        BadCase{"HOROVOD_CYCLE_TIME", "fast", "HOROVOD_CYCLE_TIME='fast'"},
+        BadCase{"HOROVOD_CACHE_CAPACITY", "-5", "HOROVOD_CACHE_CAPACITY='-5'"},
+        BadCase{"HOROVOD_AUTOTUNE", "on", "HOROVOD_AUTOTUNE='on'"},
+        BadCase{"HOROVOD_STALL_CHECK_DISABLE", "maybe", "HOROVOD_STALL_CHECK_DISABLE='maybe'"},
+        BadCase{"HOROVOD_STALL_CHECK_TIME_SECONDS", "x", "HOROVOD_STALL_CHECK_TIME_SECONDS='x'"},
+        BadCase{"HOROVOD_LOG_LEVEL", "loud", "HOROVOD_LOG_LEVEL='loud'"},
+        BadCase{"HOROVOD_GLOO_IFACE", "eth0,", "HOROVOD_GLOO_IFACE='eth0,'"},
+        BadCase{"HOROVOD_GLOO_TIMEOUT_SECONDS", "0", "HOROVOD_GLOO_TIMEOUT_SECONDS='0'"}));
+
 TEST(Config, MpiPlacementComesFromTheLauncher) {
   auto c = Config::parse({{"OMPI_COMM_WORLD_RANK", "2"}, {"OMPI_COMM_WORLD_SIZE", "4"}});
   ASSERT_TRUE(c.isOk()) << c.status().toString();

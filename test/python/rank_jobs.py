@@ -86,9 +86,10 @@ def selected_jobs(variable, default):
 
 # ---- launching ----
 
-def environment(extra=(), drop=("ZEN_", "ZENRUN_")):
+def environment(extra=(), drop=("ZEN_", "ZENRUN_", "HOROVOD_")):
     """This process's environment without the variables whose names start with drop (the
-    library rejects unknown ZEN_* names, and an outer launcher's must not leak in), with
+    library rejects unknown ZEN_* names, reads HOROVOD_* ones as aliases, and an outer
+    launcher's must not leak in), with
     BINDINGS as PYTHONPATH and extra."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["PYTHONPATH"] = BINDINGS

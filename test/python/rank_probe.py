@@ -3,8 +3,8 @@
     rank_probe.py [--pid-dir D] [--fail RANK:CODE] [--delay S]
                   [--others exit|sleep|ignore-term] [--rendezvous [--steal-port]]
 
-Prints one stdout line `ENV {...}` (its ZEN_*/OMPI_COMM_WORLD_* variables, pid and network
-namespace) and one stderr line `hello from rank R`; writes D/rank.R with its pid; then the
+Prints one stdout line `ENV {...}` (its ZEN_*/HOROVOD_*/OMPI_COMM_WORLD_* variables, pid and
+network namespace) and one stderr line `hello from rank R`; writes D/rank.R with its pid; then the
 rank named by --fail exits with CODE after --delay seconds (with --pid-dir, counted once every
 rank wrote its pid), and the others exit 0, sleep, or sleep ignoring SIGTERM. --rendezvous:
 rank 0 listens on ZEN_CONTROLLER_ADDR's port and every other rank connects and sends
@@ -131,7 +131,7 @@ def main():
     if a.others == "ignore-term" and rank != fail_rank:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # before the pid file says it runs
     env = {k: v for k, v in os.environ.items()
-           if k.startswith(("ZEN_", "ZENRUN_", "OMPI_COMM_WORLD_"))}
+           if k.startswith(("ZEN_", "ZENRUN_", "HOROVOD_", "OMPI_COMM_WORLD_"))}
     try:
         netns = os.readlink("/proc/self/ns/net")
     except OSError:

@@ -66,11 +66,11 @@ def test_nccl_gets_the_interfaces_unless_set(monkeypatch):
 
     args = arglib.parse(["-np", "2", "--network-interface", "eth1", "true"])
     monkeypatch.delenv("NCCL_SOCKET_IFNAME", raising=False)
-    assert launch._base_env(args)["NCCL_SOCKET_IFNAME"] == "eth1"
+    assert launch._base_env(args)[0]["NCCL_SOCKET_IFNAME"] == "eth1"
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "ib0")
-    assert launch._base_env(args)["NCCL_SOCKET_IFNAME"] == "ib0"
+    assert launch._base_env(args)[0]["NCCL_SOCKET_IFNAME"] == "ib0"
     monkeypatch.delenv("NCCL_SOCKET_IFNAME")
-    assert "NCCL_SOCKET_IFNAME" not in launch._base_env(arglib.parse(["-np", "2", "true"]))
+    assert "NCCL_SOCKET_IFNAME" not in launch._base_env(arglib.parse(["-np", "2", "true"]))[0]
 
 
 def test_mpirun_gets_the_interfaces():

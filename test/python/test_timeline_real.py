@@ -55,3 +55,36 @@ def test_real_timeline_summarize_and_plot(tmp_path):
                           capture_output=True, text=True, timeout=180)
     assert plot.returncode == 0, plot.stderr
     assert png.stat().st_size > 10_000
+
+
+def test_horovod_variables_take_effect(tmp_path):
+    """A Horovod user's environment in a zen job (core/horovod_env.h): HOROVOD_TIMELINE writes
+    the per-rank timelines, HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME are the values in
+    effect on every rank (the stats' config), and a HOROVOD_* variable zen has no meaning for
+    is named in one warning per rank."""
+    trace = tmp_path / "hvd.json"
+    proc = zenrun(2, PYTHON, os.path.join(HERE, "timeline_job.py"),
+                  extra_env={"HOROVOD_TIMELINE": str(trace),
+                             "HOROVOD_FUSION_THRESHOLD": str(8 << 20),
+                             "HOROVOD_CYCLE_TIME": "3.5",
+                             "HOROVOD_HIERARCHICAL_ALLREDUCE": "1",
+                             "ZEN_TIMEOUT": "30", "ZEN_THREADS": "1", "OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    configs = {}
+    for line in proc.stdout.splitlines():
+        if "ZENTEST_STATS " in line:
+            configs[int(line[1:line.index("]")])] = json.loads(
+                line.split("ZENTEST_STATS ", 1)[1])["config"]
+    assert sorted(configs) == [0, 1], proc.stdout
+    for config in configs.values():
+        assert config["fusion_threshold_bytes"] == 8 << 20, config
+        assert config["cycle_time_ms"] == 3.5, config
+        assert config["timeline"] == str(trace), config
+    files = sorted(tmp_path.glob("hvd.rank*.json"))
+    assert [f.name for f in files] == ["hvd.rank0.json", "hvd.rank1.json"]
+    for f in files:
+        with open(f) as fh:
+            assert any("NEGOTIATE" in json.dumps(e) for e in json.load(fh))
+    warnings = [line for line in proc.stdout.splitlines() + proc.stderr.splitlines()
+                if "Horovod variables zen ignores: HOROVOD_HIERARCHICAL_ALLREDUCE" in line]
+    assert len(warnings) == 2, proc.stdout + proc.stderr

@@ -782,3 +782,99 @@ def test_multi_host_failure_stops_every_host(netns_hosts, tmp_path):
     assert time.monotonic() - t0 < 15
     assert f"zenrun: rank 3 (host {b}) exited with code 4 first; stopped 3 other ranks" in r.stderr
     assert_all_dead(read_pids(str(tmp_path), 4, within=0))
+
+
+# HOROVOD_* variables (core/horovod_env.h; zen/common/horovod_env.py).
+
+def test_horovod_alias_table_matches_the_library():
+    """The Python readers' alias pairs are the library's, in the same order."""
+    from zen.common import horovod_env
+
+    with open(os.path.join(ROOT, "core", "horovod_env.cc")) as f:
+        source = f.read()
+    pairs = re.findall(r'\{"(HOROVOD_[A-Z_]+)", "(ZEN_[A-Z_]+)", \w+\}', source)
+    assert pairs, "no alias table found in core/horovod_env.cc"
+    python = [(a, z) for z, aliases in horovod_env.ALIASES.items() for a in aliases]
+    assert sorted(python) == sorted(pairs)
+    for zen_name in horovod_env.ALIASES:  # precedence among aliases of one name
+        assert list(horovod_env.ALIASES[zen_name]) == [a for a, z in pairs if z == zen_name]
+    launcher = re.search(r"kLauncherVariables\[\] = \{(.*?)\};", source, re.S).group(1)
+    assert set(re.findall(r'"(HOROVOD_[A-Z_]+)"', launcher)) == horovod_env.LAUNCHER_VARIABLES
+
+
+def test_horovod_lookup_follows_the_library_precedence():
+    from zen.common import horovod_env
+
+    env = {"HOROVOD_GLOO_IFACE": "eth1"}
+    assert horovod_env.lookup(env, "ZEN_IFACE") == ("eth1", "HOROVOD_GLOO_IFACE")
+    env["ZEN_IFACE"] = "eth2"
+    assert horovod_env.lookup(env, "ZEN_IFACE") == ("eth2", "ZEN_IFACE")
+    stall = {"HOROVOD_STALL_CHECK_DISABLE": "1", "HOROVOD_STALL_CHECK_TIME_SECONDS": "90"}
+    assert horovod_env.lookup(stall, "ZEN_STALL_CHECK_TIME_SECONDS") == (
+        "0", "HOROVOD_STALL_CHECK_DISABLE")
+    stall["HOROVOD_STALL_CHECK_DISABLE"] = "0"
+    assert horovod_env.lookup(stall, "ZEN_STALL_CHECK_TIME_SECONDS") == (
+        "90", "HOROVOD_STALL_CHECK_TIME_SECONDS")
+    assert horovod_env.lookup({}, "ZEN_CYCLE_TIME") == (None, None)
+
+
+def test_horovod_variables_reach_the_ranks_and_flags_win():
+    """HOROVOD_* knobs reach every rank as ZEN_* ones do; a zenrun flag that sets the same
+    setting wins (the alias is dropped, said once); a Horovod launcher's placement is
+    dropped like zenrun's own stale placement."""
+    r = zenrun(["-np", "2", "--cycle-time-ms", "3", PYTHON, PROBE],
+               env={"HOROVOD_CYCLE_TIME": "7", "HOROVOD_FUSION_THRESHOLD": "1048576",
+                    "HOROVOD_HIERARCHICAL_ALLREDUCE": "1", "HOROVOD_RANK": "5",
+                    "HOROVOD_SIZE": "8"})
+    assert r.returncode == 0, r.stderr
+    assert "zenrun's flags override HOROVOD_CYCLE_TIME" in r.stderr + r.stdout
+    reports = probe_reports(r.stdout)
+    assert sorted(reports) == [0, 1]
+    for rep in (report["env"] for report in reports.values()):
+        assert rep["HOROVOD_FUSION_THRESHOLD"] == "1048576"
+        assert rep["HOROVOD_HIERARCHICAL_ALLREDUCE"] == "1"  # the library names it
+        assert rep["ZEN_CYCLE_TIME"] == "3"
+        assert "HOROVOD_CYCLE_TIME" not in rep
+        assert "HOROVOD_RANK" not in rep and "HOROVOD_SIZE" not in rep
+
+
+def test_mpi_forwards_horovod_variables():
+    """--mpi: mpirun passes only what -x names to remote hosts; HOROVOD_* aliases are named."""
+    from zen.runner import args as arglib
+    from zen.runner import mpi_run
+
+    args = arglib.parse(["-np", "2", "--mpi", "true"])
+    argv = mpi_run.build_command(args, [hostlib.Host("localhost", 2)],
+                                 hostlib.assign_ranks([hostlib.Host("localhost", 2)], 2),
+                                 {"HOROVOD_FUSION_THRESHOLD": "1", "ZEN_SCHEME": "hc",
+                                  "HOME": "/root"})
+    exported = [argv[i + 1] for i, w in enumerate(argv) if w == "-x"]
+    assert "HOROVOD_FUSION_THRESHOLD" in exported and "ZEN_SCHEME" in exported
+    assert "HOME" not in exported
+
+
+def test_stall_shutdown_check_reads_the_horovod_alias():
+    r = zenrun(["-np", "2", "--stall-check-shutdown-time-seconds", "30", PYTHON, PROBE],
+               env={"HOROVOD_STALL_CHECK_TIME_SECONDS": "60"})
+    assert r.returncode == 2
+    assert "below HOROVOD_STALL_CHECK_TIME_SECONDS (60 s)" in r.stderr, r.stderr
+    r = zenrun(["-np", "2", "--stall-check-shutdown-time-seconds", "30", PYTHON, PROBE],
+               env={"HOROVOD_STALL_CHECK_DISABLE": "1"})
+    assert r.returncode == 2
+    assert "which HOROVOD_STALL_CHECK_DISABLE=1 turns off" in r.stderr, r.stderr
+
+
+def test_gloo_timeout_sets_the_zen_timeout(tmp_path):
+    """horovodrun's --gloo-timeout-seconds (and its config key) is ZEN_TIMEOUT, as the
+    library reads HOROVOD_GLOO_TIMEOUT_SECONDS."""
+    from zen.runner import args as arglib
+
+    args = arglib.parse(["-np", "2", "--gloo-timeout-seconds", "60", "true"])
+    assert arglib.knob_env(args)["ZEN_TIMEOUT"] == "60"
+    path = tmp_path / "hvd.json"
+    path.write_text(json.dumps({"library_options": {"gloo_timeout_seconds": 45}}))
+    args = arglib.parse(["-np", "2", "--config-file", str(path), "true"])
+    assert arglib.knob_env(args)["ZEN_TIMEOUT"] == "45"
+    assert "ZEN_TIMEOUT" not in arglib.knob_env(arglib.parse(["-np", "2", "true"]))
+    r = zenrun(["-np", "2", "--gloo-timeout-seconds", "0", "true"])
+    assert r.returncode == 2 and "--gloo-timeout-seconds must be" in r.stderr, r.stderr

@@ -218,7 +218,8 @@ def version():
 
 
 def stats():
-    """This rank's daemon counters (zen_stats_json) as a dict."""
+    """This rank's daemon counters (zen_stats_json) as a dict; "config": the settings it
+    started with (ZEN_* variables, their HOROVOD_* aliases, zenrun's flags)."""
     c = lib()
     out = ctypes.c_void_p()
     if c.zen_stats_json(ctypes.byref(out)) != 0:

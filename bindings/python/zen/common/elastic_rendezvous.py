@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 
-from zen.common import json_lines
+from zen.common import horovod_env, json_lines
 from zen.common.controller_socket import controller_listener
 
 RENDEZVOUS_VARIABLE = "ZEN_ELASTIC_RENDEZVOUS"
@@ -91,7 +91,7 @@ def _interface_field():
     """{"interface": this host's address on ZEN_IFACE's first interface} (zenrun
     --network-interface: rank 0 then listens there), or {} without ZEN_IFACE; RuntimeError
     naming the interface when this host lacks it or it has no IPv4 address."""
-    names = os.environ.get("ZEN_IFACE")
+    names = horovod_env.lookup(os.environ, "ZEN_IFACE")[0]  # or HOROVOD_GLOO_IFACE
     if not names:
         return {}
     from zen.runner import interfaces

@@ -10,6 +10,7 @@ import shlex
 import sys
 
 import zen
+from zen.common import horovod_env
 from zen.runner import config_file, interfaces
 
 DEFAULT_LAUNCH_COMMAND = "ssh -o BatchMode=yes {host}"
@@ -160,7 +161,7 @@ _HOROVODRUN_ONLY = {
     "--hierarchical-allgather": "hierarchical_allgather",
     "--no-hierarchical-allgather": "hierarchical_allgather",
     "--num-nccl-streams": "num_nccl_streams",
-    "--thread-affinity": "thread_affinity", "--gloo-timeout-seconds": "gloo_timeout_seconds",
+    "--thread-affinity": "thread_affinity",
     "--binding-args": "binding_args", "--jsrun": "use_jsrun",
     "--blacklist-cooldown-range": "cooldown_range",
 }
@@ -259,6 +260,10 @@ def build_parser():
                        action="store_true",
                        help="the library's log lines without the time of day -> "
                        "ZEN_LOG_HIDE_TIME=1")
+    knobs.add_argument("--gloo-timeout-seconds", metavar="S",
+                       type=_number("--gloo-timeout-seconds", lo=0.001, hi=1e7),
+                       help="horovodrun's: the bound on any wait on a peer (Gloo's there; "
+                       "every transport's here) -> ZEN_TIMEOUT (default 30)")
     knobs.add_argument("--mpi-threads-disable", action="store_true",
                        help="with --mpi: MPI initialized with MPI_THREAD_SERIALIZED instead "
                        "of MPI_THREAD_MULTIPLE (no other MPI user beside zen) -> "
@@ -493,9 +498,12 @@ def _check_stall(p, args):
         return
     warning, source = args.stall_check_time, "--stall-check-warning-time-seconds"
     if warning is None:
-        text = os.environ.get("ZEN_STALL_CHECK_TIME_SECONDS")
+        text, name = horovod_env.lookup(os.environ, "ZEN_STALL_CHECK_TIME_SECONDS")
+        if name == "HOROVOD_STALL_CHECK_DISABLE":
+            p.error("--stall-check-shutdown-time-seconds needs the stall check, which "
+                    f"HOROVOD_STALL_CHECK_DISABLE={os.environ[name]} turns off")
         try:
-            warning, source = float(text), "ZEN_STALL_CHECK_TIME_SECONDS"
+            warning, source = float(text), name
         except (TypeError, ValueError):
             warning, source = DEFAULT_STALL_WARNING, "the default warning time"
     if warning <= 0:
@@ -586,6 +594,8 @@ def knob_env(args):
         env["ZEN_LOG_HIDE_TIME"] = "1"
     if args.mpi_threads_disable:
         env["ZEN_MPI_THREADS_DISABLE"] = "1"
+    if args.gloo_timeout_seconds is not None:
+        env["ZEN_TIMEOUT"] = _num_text(args.gloo_timeout_seconds)
     if args.network_interface is not None:
         env["ZEN_IFACE"] = args.network_interface
     if args.autotune:

@@ -24,7 +24,8 @@ KEYS = {
     "stall_check": {"enabled": "no_stall_check", "warning_time_seconds": "stall_check_time",
                     "shutdown_time_seconds": "stall_shutdown_time"},
     "logging": {"level": "log_level", "with_timestamp": "log_hide_time"},
-    "library_options": {"mpi_threads_disable": "mpi_threads_disable"},
+    "library_options": {"mpi_threads_disable": "mpi_threads_disable",
+                        "gloo_timeout_seconds": "gloo_timeout_seconds"},
 }
 # horovodrun's settings with no zenrun counterpart (by their dest), and why: refused by name
 # in a config file and on the command line (args.py).
@@ -34,7 +35,6 @@ UNSUPPORTED = {
     "hierarchical_allgather": "zen has no hierarchical allgather",
     "num_nccl_streams": "zen's GPU path has no such setting",
     "thread_affinity": "zen has no thread affinity setting",
-    "gloo_timeout_seconds": "zen has no Gloo; ZEN_TIMEOUT bounds its transports' waits",
     "binding_args": "give mpirun's binding flags with --mpi-args",
     "use_jsrun": "zenrun launches with its own TCP launcher or with mpirun",
     "cooldown_range": "a host where a worker failed stays out for the rest of the job "
@@ -44,8 +44,7 @@ UNSUPPORTED = {
 _UNSUPPORTED_KEYS = {"params.hierarchical_allreduce": "hierarchical_allreduce",
                      "params.hierarchical_allgather": "hierarchical_allgather",
                      "library_options.num_nccl_streams": "num_nccl_streams",
-                     "library_options.thread_affinity": "thread_affinity",
-                     "library_options.gloo_timeout_seconds": "gloo_timeout_seconds"}
+                     "library_options.thread_affinity": "thread_affinity"}
 CONTROLLERS = {"gloo": "tcp", "mpi": "mpi"}
 
 

@@ -20,6 +20,7 @@ import secrets
 import signal
 import time
 
+from zen.common import horovod_env
 from zen.runner import discovery
 from zen.runner import hosts as hostlib
 from zen.runner import interfaces
@@ -96,7 +97,7 @@ class ElasticDriver(Supervisor):
         """This machine's address on --network-interface's first interface when that is here
         and no --rendezvous-addr is given: the rendezvous listens there and every worker dials
         it, so the joins (and rank 0's listener, at the join's address) use that network."""
-        names = self.base_env.get("ZEN_IFACE")
+        names = horovod_env.lookup(self.base_env, "ZEN_IFACE")[0]  # or HOROVOD_GLOO_IFACE
         if self.args.rendezvous_addr or not names:
             return None
         try:

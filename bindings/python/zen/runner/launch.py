@@ -3,20 +3,26 @@
 import os
 import sys
 
+from zen.common import horovod_env
 from zen.runner import args as arglib
 from zen.runner import hosts as hostlib
 from zen.runner.output import Output
 
 
 def _base_env(args):
-    """The caller's environment without stale placement variables, plus the flags' knobs."""
-    env = {k: v for k, v in os.environ.items() if k not in arglib.PLACEMENT_VARIABLES}
-    env.update(arglib.knob_env(args))
+    """The caller's environment without stale placement variables (zenrun's and Horovod's
+    launchers'), plus the flags' knobs, which win over the HOROVOD_* aliases of the same
+    settings (dropped); and the names of those dropped."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in arglib.PLACEMENT_VARIABLES and k not in horovod_env.LAUNCHER_VARIABLES}
+    knobs = arglib.knob_env(args)
+    dropped = horovod_env.drop_aliases(env, knobs)
+    env.update(knobs)
     if args.network_interface and "NCCL_SOCKET_IFNAME" not in env:
         # NCCL's own sockets (the GPU data plane) on the same interfaces, as horovodrun does.
         env["NCCL_SOCKET_IFNAME"] = args.network_interface
     env["PYTHONUNBUFFERED"] = "1"  # Python ranks' lines arrive as they are printed
-    return env
+    return env, dropped
 
 
 def main(argv=None):
@@ -55,7 +61,10 @@ def main(argv=None):
     except OSError as e:
         p.error(f"--output-filename '{args.output_filename}': {e.strerror}")
 
-    env = _base_env(args)
+    env, dropped = _base_env(args)
+    if dropped:
+        output.message(f"note: zenrun's flags override {', '.join(dropped)} from the "
+                       f"environment (not passed to the ranks)")
     if args.elastic:
         from zen.runner import elastic_driver
 

@@ -27,6 +27,7 @@ import shlex
 import shutil
 import sys
 
+from zen.common import horovod_env
 from zen.runner import hosts as hostlib
 from zen.runner.output import is_ready_line
 from zen.runner.supervisor import Supervisor, describe_ranks, signal_name
@@ -37,7 +38,7 @@ _TAG_PREFIX = re.compile(rb"\[[\d,]*(\][<a-z]*)?")  # a tag not yet complete
 _FIRST_NAME = re.compile(rb"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _FIRST_CODE = re.compile(rb"Exit code:\s*(-?\d+)")
 _SIGNALLED = re.compile(rb"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
-# Forwarded with -x besides the ZEN_* variables: where programs and libraries are found.
+# Forwarded with -x besides the ZEN_* and HOROVOD_* (their aliases) variables: where programs and libraries are found.
 _ALSO_EXPORTED = ("PYTHONUNBUFFERED", "PATH", "LD_LIBRARY_PATH", "PYTHONPATH",
                   "NCCL_SOCKET_IFNAME")
 
@@ -125,14 +126,14 @@ def build_command(args, hosts, slots, env, mpirun="mpirun", python=None, token="
     if oversubscribe:
         argv.append("--oversubscribe")
     argv += ["-bind-to", "none", "-map-by", "slot"]
-    if env.get("ZEN_IFACE"):  # --network-interface, as horovodrun passes it to Open MPI
-        argv += ["-mca", "btl_tcp_if_include", env["ZEN_IFACE"],
-                 "-mca", "oob_tcp_if_include", env["ZEN_IFACE"]]
+    iface = horovod_env.lookup(env, "ZEN_IFACE")[0]
+    if iface:  # --network-interface, as horovodrun passes it to Open MPI
+        argv += ["-mca", "btl_tcp_if_include", iface, "-mca", "oob_tcp_if_include", iface]
     if getattr(args, "rsh_args", None):  # -p/-i, as horovodrun passes them to Open MPI
         argv += ["-mca", "plm_rsh_args", args.rsh_args]
     argv += list(args.mpi_words)
     for name in sorted(env):
-        if name.startswith("ZEN_") or name in _ALSO_EXPORTED:
+        if name.startswith(("ZEN_", "HOROVOD_")) or name in _ALSO_EXPORTED:
             argv += ["-x", name]
     if python is None:
         python = sys.executable if all(hostlib.is_local(h) for h in per_host) else "python3"

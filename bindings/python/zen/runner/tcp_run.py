@@ -21,6 +21,7 @@ import socket
 import subprocess
 import sys
 
+from zen.common import horovod_env
 from zen.common.controller_socket import controller_listener
 from zen.runner import hosts as hostlib
 from zen.runner import interfaces
@@ -168,7 +169,7 @@ def run(args, slots, base_env, output):
     """Launches and supervises the ranks; returns zenrun's exit code."""
     token = secrets.token_hex(8)
     secret = secrets.token_hex(16)
-    iface = base_env.get("ZEN_IFACE")
+    iface = horovod_env.lookup(base_env, "ZEN_IFACE")[0]  # or HOROVOD_GLOO_IFACE
     controller, listener = controller_addr(args, slots, iface.split(",")[0] if iface else None,
                                            output)
     host_of = {s.rank: s.host for s in slots}
