@@ -176,10 +176,11 @@ def backward_passes_in_a_session():
     """DistributedOptimizer(GradientDescentOptimizer(1.0), backward_passes_per_step=2) in a
     tf.compat.v1 Session: w moves on every second step only, by the average over the ranks
     of the two steps' gradients summed (halved with average_aggregated_gradients); an
-    embedding's (tf.IndexedSlices gradients: Zen's sparse allreduce) likewise; global_step
+    embedding's (tf.IndexedSlices gradients: Zen's sparse allreduce; with sparse_as_dense
+    dense ones, as Horovod's, whose helper takes embeddings only so) likewise; global_step
     counts every step."""
     rank, size = hvd.rank(), hvd.size()
-    for average in (False, True):
+    for average, dense in ((False, False), (True, False), (False, True)):
         with tf.Graph().as_default():
             x = tf.compat.v1.placeholder(tf.float32, [3])
             rows = tf.compat.v1.placeholder(tf.int32, [2])
@@ -189,7 +190,7 @@ def backward_passes_in_a_session():
             loss = tf.reduce_sum(w * x) + tf.reduce_sum(tf.gather(emb, rows))
             optimizer = hvd.DistributedOptimizer(
                 tf.compat.v1.train.GradientDescentOptimizer(1.0), backward_passes_per_step=2,
-                average_aggregated_gradients=average)
+                average_aggregated_gradients=average, sparse_as_dense=dense)
             train = optimizer.minimize(loss, global_step=global_step)
             want_w, want_emb = np.ones(3), np.ones((4, 2))
             window_w, window_emb = np.zeros(3), np.zeros((4, 2))

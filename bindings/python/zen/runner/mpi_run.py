@@ -38,7 +38,8 @@ _TAG_PREFIX = re.compile(rb"\[[\d,]*(\][<a-z]*)?")  # a tag not yet complete
 _FIRST_NAME = re.compile(rb"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _FIRST_CODE = re.compile(rb"Exit code:\s*(-?\d+)")
 _SIGNALLED = re.compile(rb"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
-# Forwarded with -x besides the ZEN_* and HOROVOD_* (their aliases) variables: where programs and libraries are found.
+# Forwarded with -x besides the ZEN_* and HOROVOD_* (their aliases) variables: where programs
+# and libraries are found.
 _ALSO_EXPORTED = ("PYTHONUNBUFFERED", "PATH", "LD_LIBRARY_PATH", "PYTHONPATH",
                   "NCCL_SOCKET_IFNAME")
 

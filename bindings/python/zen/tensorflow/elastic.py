@@ -78,7 +78,9 @@ class TensorFlowKerasState(ObjectState):
 
     def __init__(self, model, optimizer=None, backend=None, **kwargs):
         if not tf.executing_eagerly():
-            raise NotImplementedError("zen.tensorflow.elastic runs eagerly (TensorFlow 2)")
+            raise NotImplementedError("TensorFlowKerasState runs eagerly (Keras 3 has no "
+                                      "TensorFlow 1 session); in graph mode keep the variables "
+                                      "with TensorFlowState(session=)")
         if not model.built:
             raise ValueError("Model must be built first. Run `model.build(input_shape)`.")
         self.model = model

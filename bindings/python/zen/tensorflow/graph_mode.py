@@ -50,10 +50,12 @@ class LegacyDistributedOptimizer(tf.compat.v1.train.Optimizer):
     aggregation.LocalAggregation: backward_passes_per_step=N),
     compute_gradients adds this pass's gradients to the sums and returns them reduced on the
     Nth pass, this pass's own before it; apply_gradients applies on the Nth pass only, and
-    before it only adds 1 to global_step (Horovod's LocalGradientAggregationHelper)."""
+    before it only adds 1 to global_step (Horovod's LocalGradientAggregationHelper). There
+    sparse_as_dense makes tf.IndexedSlices gradients dense before they are added, as Horovod's
+    helper does: the reduced sums are dense then, and both passes must return one kind."""
 
     def __init__(self, optimizer, name, use_locking, allreduce_grads, local, aggregation=None,
-                 adasum=None):
+                 adasum=None, sparse_as_dense=False):
         super().__init__(name=name or "Distributed" + type(optimizer).__name__,
                          use_locking=use_locking)
         self._optimizer = optimizer
@@ -61,6 +63,7 @@ class LegacyDistributedOptimizer(tf.compat.v1.train.Optimizer):
         self._local = local
         self._aggregation = aggregation
         self._adasum = adasum
+        self._sparse_as_dense = sparse_as_dense
 
     def register_local_var(self, var):
         """Marks a variable as this rank's own (model parallelism): its gradient is not
@@ -74,6 +77,9 @@ class LegacyDistributedOptimizer(tf.compat.v1.train.Optimizer):
         grads, variables = (list(t) for t in zip(*grads_and_vars))
         if self._aggregation is None:
             return list(zip(self._reduce(grads, variables), variables))
+        if self._sparse_as_dense:
+            grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+                     for g in grads]
         count = self._aggregation.accumulate(grads, variables)
         present = [i for i, g in enumerate(grads) if g is not None]  # tf.cond takes no None
 

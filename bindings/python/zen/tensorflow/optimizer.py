@@ -162,7 +162,7 @@ def _legacy_optimizer(optimizer, name, use_locking, compression, sparse_as_dense
         aggregation = LocalAggregation(backward_passes_per_step, average_aggregated_gradients,
                                        functools.partial(local.reduce, allreduce_grads))
     return LegacyDistributedOptimizer(optimizer, name, use_locking, allreduce_grads, local,
-                                      aggregation)
+                                      aggregation, sparse_as_dense=sparse_as_dense)
 
 
 def PartialDistributedOptimizer(optimizer, name=None, device_dense="", device_sparse="",
