@@ -61,3 +61,4 @@ def check_build_info(hvd, homogeneous=True):
         expect_raises(ValueError, hvd.mpi_threads_supported, "MPI is not enabled")
     assert hvd.gloo_enabled() is False and hvd.gloo_built() is False
     assert hvd.ddl_built() is False and hvd.ccl_built() is False and hvd.rocm_built() is False
+    assert hvd.sycl_built() is False  # Horovod's TF2 examples ask it (Intel GPUs)

@@ -784,6 +784,21 @@ def broadcast_variables():
     for v in model.variables:
         gathered = hvd.allgather(tf.expand_dims(tf.convert_to_tensor(v), 0))
         assert all(equal(gathered[r], gathered[0]) for r in range(hvd.size())), v.path
+    # Groups in one tf.function, as Horovod's TF2 examples broadcast the model's and the
+    # optimizer's variables after the first step: they are in flight at once.
+    groups = [[tf.Variable(tf.fill([2], 10.0 * g + rank)), tf.Variable(tf.fill([3], 10.0 * g))]
+              for g in range(3)]
+
+    @tf.function
+    def all_groups():
+        hvd.broadcast_variables(groups[0], root_rank=0)
+        hvd.broadcast_variables(groups[1], root_rank=0)
+        hvd.broadcast_(groups[2], root_rank=hvd.size() - 1)
+
+    all_groups()
+    for g, root in ((0, 0), (1, 0), (2, hvd.size() - 1)):
+        assert equal(groups[g][0], tf.fill([2], 10.0 * g + root)), (g, groups[g][0])
+        assert equal(groups[g][1], tf.fill([3], 10.0 * g)), (g, groups[g][1])
 
 
 @check

@@ -139,6 +139,30 @@ def state_save_restore_sync():
             assert same_on_every_rank(tensor, "sync2.%s.%s" % (kind, name)), name
 
 
+@check
+def scheduler_is_kept_by_its_handler():
+    """An LR scheduler in the state (Horovod's elastic CIFAR-10 example passes
+    scheduler=): it keeps driving the state's own optimizer (not a copy of it), commit
+    saves its progress, restore undoes later steps, sync makes rank 0's everyone's."""
+    model = new_model(7)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                   named_parameters=model.named_parameters())
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    state = hvd.elastic.TorchState(model, opt, scheduler=sched)
+    assert state.scheduler is sched
+    for _ in range(1 + hvd.rank()):  # the ranks differ
+        state.scheduler.step()
+    assert opt.param_groups[0]["lr"] == 0.1 * 0.5 ** (1 + hvd.rank())
+    state.commit()
+    sched.step()
+    state.restore()
+    assert sched.last_epoch == 1 + hvd.rank(), sched.last_epoch
+    state.sync()
+    assert sched.last_epoch == 1, sched.last_epoch  # rank 0's
+    sched.step()
+    assert opt.param_groups[0]["lr"] == 0.1 * 0.5 ** 2, opt.param_groups[0]["lr"]
+
+
 def elastic_training(kind, fail_at, name):
     """STEPS steps under hvd.elastic.run, committing every 3 steps; at step fail_at (once)
     rank 1 posts an allreduce of the wrong shape: every rank gets HorovodInternalError.

@@ -207,10 +207,15 @@ def rocm_built():
     return False
 
 
+def sycl_built():
+    """Intel GPUs (Horovod's SYCL build; its TF2 examples ask it to name the device)."""
+    return False
+
+
 # What zen.torch, zen.tensorflow and zen.tensorflow.keras re-export from here.
 BUILD_INFO = ("is_homogeneous", "mpi_enabled", "mpi_threads_supported", "mpi_built",
               "gloo_enabled", "gloo_built", "nccl_built", "ddl_built", "ccl_built",
-              "cuda_built", "rocm_built")
+              "cuda_built", "rocm_built", "sycl_built")
 
 
 def version():

@@ -51,7 +51,7 @@ from zen.tensorflow.mpi_ops import (Adasum, Average, Max, Min, ProcessSet, Produ
                                     mpi_built, mpi_enabled, mpi_threads_supported, nccl_built,
                                     process_set_included_op, rank, rank_op, reducescatter,
                                     remove_process_set, rocm_built, shutdown, size, size_op,
-                                    start_timeline, stats, stop_timeline)
+                                    start_timeline, stats, stop_timeline, sycl_built)
 from zen.tensorflow.optimizer import DistributedOptimizer
 from zen.tensorflow.sync_batch_norm import SyncBatchNormalization
 from zen.tensorflow import elastic  # noqa: E402 - after what it imports from zen.tensorflow

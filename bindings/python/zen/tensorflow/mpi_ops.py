@@ -27,7 +27,7 @@ from zen.common.basics import (Adasum, Average, Max, Min, Product, Sum, backend,
 # Build and launch facts (horovod.common.basics), shared with zen.torch.
 from zen.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled,
                                is_homogeneous, mpi_built, mpi_enabled, mpi_threads_supported,
-                               nccl_built, rocm_built)
+                               nccl_built, rocm_built, sycl_built)
 from zen.common.process_sets import (ProcessSet, add_process_set, global_process_set,
                                      remove_process_set)
 

@@ -39,7 +39,7 @@ from zen.torch.mpi_ops import (Adasum, Average, HorovodInternalError, Max, Min, 
                                reducescatter, reducescatter_async, remove_process_set,
                                rocm_built, shutdown, size,
                                sparse_allreduce, sparse_allreduce_async, start_timeline,
-                               stats, stop_timeline, synchronize)
+                               stats, stop_timeline, sycl_built, synchronize)
 from zen.torch.optimizer import DistributedOptimizer
 from zen.torch.sync_batch_norm import SyncBatchNorm
 from zen.torch import elastic  # noqa: E402 - after what it imports from zen.torch
@@ -59,6 +59,7 @@ __all__ = [
     "local_rank", "local_size", "mpi_built", "mpi_enabled", "mpi_threads_supported",
     "nccl_built", "poll", "rank", "reducescatter", "reducescatter_async",
     "remove_process_set", "rocm_built", "shutdown", "size", "sparse_allreduce",
-    "sparse_allreduce_async", "start_timeline", "stats", "stop_timeline", "synchronize",
+    "sparse_allreduce_async", "start_timeline", "stats", "stop_timeline", "sycl_built",
+    "synchronize",
     "SyncBatchNorm",
 ]

@@ -22,7 +22,7 @@ from zen.common.basics import Adasum, Average, Max, Min, Product, Sum  # noqa: F
 # Build and launch facts (horovod.common.basics), shared with zen.tensorflow.
 from zen.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built,  # noqa: F401
                                gloo_enabled, is_homogeneous, mpi_built, mpi_enabled,
-                               mpi_threads_supported, nccl_built, rocm_built)
+                               mpi_threads_supported, nccl_built, rocm_built, sycl_built)
 # Raised by synchronize() when an operation failed: one class for both bindings, which elastic
 # training (zen.common.elastic) catches.
 from zen.common.exceptions import HorovodInternalError

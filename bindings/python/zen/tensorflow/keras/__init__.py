@@ -27,7 +27,7 @@ import tensorflow as tf
 from zen.common import basics as _basics
 from zen.common.basics import (ccl_built, cuda_built, ddl_built, gloo_built, gloo_enabled,
                                is_homogeneous, mpi_built, mpi_enabled, mpi_threads_supported,
-                               nccl_built, rocm_built)
+                               nccl_built, rocm_built, sycl_built)
 from zen.tensorflow import (Adasum, Average, Compression, Max, Min, ProcessSet, Product, Sum, SyncBatchNormalization, add_process_set,
                             broadcast_variables, cross_rank, cross_size, global_process_set,
                             init, is_initialized, local_rank, local_size, rank,

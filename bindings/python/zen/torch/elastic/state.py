@@ -1,5 +1,6 @@
-"""TorchState (Horovod's horovod.torch.elastic.state): a model, an optimizer, ElasticSamplers
-and plain objects kept across resets. Each module, optimizer and sampler given has a handler
+"""TorchState (Horovod's horovod.torch.elastic.state): a model, an optimizer, learning-rate
+schedulers, ElasticSamplers and plain objects kept across resets. Each module, optimizer,
+scheduler and sampler given has a handler
 that saves it (a deep copy of its state_dict), restores it (load_state_dict) and syncs it
 (broadcast from rank 0); the other keyword arguments are ObjectState's.
 
@@ -86,6 +87,16 @@ class OptimizerStateHandler(StateHandler):
         self.save()
 
 
+class LRSchedulerStateHandler(StateHandler):
+    """A learning-rate scheduler: its state_dict (epoch count, base rates; not the optimizer,
+    which the scheduler keeps a reference to, so it stays the state's own optimizer)."""
+
+    def sync(self):
+        self.value.load_state_dict(broadcast_object(self.value.state_dict(), root_rank=0,
+                                                    name="elastic.scheduler.state"))
+        self.save()
+
+
 class SamplerStateHandler(StateHandler):
     def share(self):
         # Only the indices recorded since the last merge travel: a commit's cost does not
@@ -108,10 +119,15 @@ class SamplerStateHandler(StateHandler):
         self.value.reset()
 
 
+# torch 2's public name; torch 1.13 (Debian's) has only the private one.
+_LR_SCHEDULER = getattr(torch.optim.lr_scheduler, "LRScheduler",
+                        torch.optim.lr_scheduler._LRScheduler)
+
 # Which handler takes a value: the first entry whose type it is (Horovod's registry).
 _HANDLERS = [
     (torch.nn.Module, ModelStateHandler),
     (torch.optim.Optimizer, OptimizerStateHandler),
+    (_LR_SCHEDULER, LRSchedulerStateHandler),
     (ElasticSampler, SamplerStateHandler),
 ]
 
@@ -126,9 +142,9 @@ def _handler(value):
 class TorchState(ObjectState):
     """State of a PyTorch training process (Horovod's TorchState).
 
-    model, optimizer: optional; kwargs: more modules, optimizers or ElasticSamplers (each
-    kept by its handler) and plain objects (ObjectState's), all exposed as attributes.
-    Assigning a new module, optimizer or sampler to its attribute saves it."""
+    model, optimizer: optional; kwargs: more modules, optimizers, LR schedulers or
+    ElasticSamplers (each kept by its handler) and plain objects (ObjectState's), all exposed
+    as attributes. Assigning a new one of the former to its attribute saves it."""
 
     def __init__(self, model=None, optimizer=None, **kwargs):
         kwargs.update(dict(model=model, optimizer=optimizer))
