@@ -139,6 +139,43 @@ def state_save_restore_sync():
             assert same_on_every_rank(tensor, "sync2.%s.%s" % (kind, name)), name
 
 
+class EpochSampler:
+    """Stands for a DistributedSampler: the script's DataLoader holds it too."""
+
+    def __init__(self):
+        self.epoch = 0
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+
+@check
+def plain_objects_keep_their_identity():
+    """The objects given to the state are its attributes (state.sampler.set_epoch reaches the
+    sampler a DataLoader holds), and restore and sync put the saved values into them in
+    place; a change after a sync is undone by a restore (the sync's copy is the commit)."""
+    sampler, seen, counts = EpochSampler(), [hvd.rank()], {"steps": hvd.rank()}
+    state = hvd.elastic.TorchState(sampler=sampler, seen=seen, counts=counts, epoch=0)
+    assert state.sampler is sampler and state.seen is seen and state.counts is counts
+    state.sampler.set_epoch(2 + hvd.rank())
+    state.commit()
+    sampler.set_epoch(9)
+    seen.append(99)
+    counts["steps"] = 50
+    state.epoch = 4
+    state.restore()
+    assert state.sampler is sampler and state.seen is seen and state.counts is counts
+    assert sampler.epoch == 2 + hvd.rank() and seen == [hvd.rank()], (sampler.epoch, seen)
+    assert counts == {"steps": hvd.rank()} and state.epoch == 0, (counts, state.epoch)
+    state.sync()
+    assert state.sampler is sampler and state.seen is seen and state.counts is counts
+    assert sampler.epoch == 2 and seen == [0] and counts == {"steps": 0}, (sampler.epoch, seen)
+    sampler.set_epoch(7)
+    seen.append(5)
+    state.restore()
+    assert sampler.epoch == 2 and seen == [0], (sampler.epoch, seen)
+
+
 @check
 def scheduler_is_kept_by_its_handler():
     """An LR scheduler in the state (Horovod's elastic CIFAR-10 example passes

@@ -15,8 +15,11 @@ Where this differs from Horovod, on purpose:
   rank raises at the same commit (Horovod broadcasts each rank's notification timestamps
   from rank 0 too, but collects them on every rank through a notification service); when
   rank 0 cannot ask, every rank raises the same RuntimeError instead of rank 0 alone.
-* ObjectState saves and restores copies (Horovod keeps references, so a list changed in place
-  after a commit stayed changed after a restore).
+* ObjectState saves copies and restores them into the objects it was given, in place (a list,
+  dict, set or plain object keeps its identity: a DistributedSampler the script's DataLoader
+  also holds sees state.train_sampler.set_epoch() and every restore and sync). Horovod keeps
+  references, so a list changed in place after a commit stayed changed after a restore, and a
+  sync replaced the objects by copies on every rank but 0.
 * sync() broadcasts rank 0's current values and then saves them, for the plain objects as for
   the framework's: after a sync every rank's last commit is the state it trains from (Horovod
   broadcast the objects' last commit but the model's current values, which disagree after a
@@ -108,7 +111,8 @@ class ObjectState(State):
 
     def __init__(self, bcast_object, get_rank, **kwargs):
         self._saved_state = copy.deepcopy(kwargs)
-        self._set_attrs()
+        for attr, value in kwargs.items():  # the objects themselves: the script holds them too
+            setattr(self, attr, value)
         super().__init__(bcast_object=bcast_object, get_rank=get_rank)
 
     def save(self):
@@ -121,13 +125,37 @@ class ObjectState(State):
     def sync(self):
         if self._saved_state:
             current = {attr: getattr(self, attr) for attr in self._saved_state}
-            self._saved_state = self._bcast_object(current)
+            # A copy: rank 0's broadcast returns current itself, whose objects stay the
+            # attributes (_set_attrs), and the saved state must not change with them.
+            self._saved_state = copy.deepcopy(self._bcast_object(current))
             self._set_attrs()
 
     def _set_attrs(self):
-        # Copies: changing an attribute in place must not change the saved state.
+        # Copies (changing an attribute in place must not change the saved state), put into
+        # the attribute's object where its kind allows.
         for attr, value in self._saved_state.items():
-            setattr(self, attr, copy.deepcopy(value))
+            value = copy.deepcopy(value)
+            if not _refill(getattr(self, attr, None), value):
+                setattr(self, attr, value)
+
+
+def _refill(live, value):
+    """Makes live equal to value in place, keeping its identity, when both are the same kind
+    of list, dict, set or plain object (attributes in __dict__); False for anything else
+    (numbers, strings, tuples, objects without __dict__), which the caller replaces."""
+    if live is None or type(live) is not type(value) or isinstance(live, type):
+        return False
+    if isinstance(live, list):
+        live[:] = value
+    elif isinstance(live, (dict, set)):
+        live.clear()
+        live.update(value)
+    elif isinstance(getattr(live, "__dict__", None), dict) and not callable(live):
+        live.__dict__.clear()
+        live.__dict__.update(value.__dict__)
+    else:
+        return False
+    return True
 
 
 def run_fn(func, reset):
