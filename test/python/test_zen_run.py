@@ -88,6 +88,17 @@ def test_unpicklable_exception_and_exit_without_result():
     with pytest.raises(RunError, match=r"exit code 3.*no result from rank 0"):
         zen.run(lambda: os._exit(3), env=ENV)
 
+    def explode():
+        raise ImportError("only on the ranks")
+
+    class LoadsOnlyThere:
+        def __reduce__(self):
+            return explode, ()
+
+    with pytest.raises(RunError, match=r"rank 0's result cannot be unpickled here: "
+                                       r"ImportError: only on the ranks"):
+        zen.run(LoadsOnlyThere, env=ENV)
+
 
 @pytest.mark.parametrize("kwargs,message", [
     ({"min_np": 1}, "min_np not supported: zen.run runs fixed-size jobs only"),

@@ -160,12 +160,20 @@ def run(func, args=(), kwargs=None, num_proc=None, min_num_proc=None, max_num_pr
     return _results(parsed.num_proc, code, outcomes)
 
 
+def _load(cloudpickle, rank, payload, what):
+    try:
+        return cloudpickle.loads(payload)
+    except Exception as e:
+        raise RunError(f"zen.run: rank {rank}'s {what} cannot be unpickled here: "
+                       f"{type(e).__name__}: {e}", rank) from e
+
+
 def _results(size, code, outcomes):
     import cloudpickle  # present: _task_env needed it
 
     values, errors = {}, []
     for rank, payload in outcomes:
-        outcome = cloudpickle.loads(payload)
+        outcome = _load(cloudpickle, rank, payload, "result")
         if "value" in outcome:
             values[rank] = outcome["value"]
         else:
@@ -174,8 +182,12 @@ def _results(size, code, outcomes):
         rank, e = errors[0]  # the first to arrive: the others may be its consequences
         also = sorted({r for r, _ in errors[1:]} - {rank})
         more = f" (ranks {', '.join(map(str, also))} also raised)" if also else ""
+        try:
+            error = cloudpickle.loads(e["error"]) if e["error"] is not None else None
+        except Exception:  # its class is not importable here: the text still says it
+            error = None
         raise RunError(f"zen.run: rank {rank} raised {e['type']}: {e['message']}{more}\n"
-                       f"{e['traceback']}", rank, e["error"], e["traceback"]) from e["error"]
+                       f"{e['traceback']}", rank, error, e["traceback"]) from error
     missing = [r for r in range(size) if r not in values]
     if code != 0 or missing:
         why = (f"zenrun's exit code {code}: its message above names the rank" if code

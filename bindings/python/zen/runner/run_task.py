@@ -13,8 +13,8 @@ The outcome goes back on stdout, which zenrun reads anyway, as one line
 
 written after the function's own output; the caller's Output recognises it by the per-job
 token and keeps it from the printed output. The outcome is {"value": ...} or, when the
-function raised, {"error": the exception (None when it cannot be pickled), "type", "message",
-"traceback"}; the rank then exits with code 1, so that zenrun stops the others.
+function raised, {"error": the exception pickled on its own (None when it cannot be), "type",
+"message", "traceback"}; the rank then exits with code 1, so that zenrun stops the others.
 """
 
 import base64
@@ -49,13 +49,14 @@ def _take_task():
 
 
 def _failure(cloudpickle, error):
-    outcome = {"error": error, "type": type(error).__name__, "message": str(error),
-               "traceback": traceback.format_exc()}
+    """The outcome of a raised `error`; the exception pickled apart, so that the caller still
+    gets its text where the exception itself does not pickle or unpickle."""
     try:
-        return cloudpickle.dumps(outcome)
-    except Exception:  # an exception that does not pickle: its text still goes back
-        outcome["error"] = None
-        return cloudpickle.dumps(outcome)
+        pickled = cloudpickle.dumps(error)
+    except Exception:
+        pickled = None
+    return cloudpickle.dumps({"error": pickled, "type": type(error).__name__,
+                              "message": str(error), "traceback": traceback.format_exc()})
 
 
 def main():
