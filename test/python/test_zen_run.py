@@ -1,7 +1,8 @@
 """zen.run (Horovod's horovod.run; bindings/python/zen/runner/run_func.py, run_task.py) on real
 ranks: functions (closures, defined here, so cloudpickled by value) run on 2 launched ranks
 under zen.torch return their values by rank; an exception on one rank fails the call naming
-the rank and the error; Horovod's arguments zenrun lacks are refused, saying why.
+the rank and the error; it runs from a thread other than the main one; Horovod's arguments
+zenrun lacks are refused, saying why.
 
 The caller is this pytest process (its Python: /usr/bin/python3 under CTest); the ranks import
 zen from BINDINGS, which zen.run puts on their PYTHONPATH itself. Every job is bounded by
@@ -12,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -55,6 +57,15 @@ def test_lambda_under_the_old_and_new_names(capfd):
                use_gloo=True) == [0]
     out = capfd.readouterr().out
     assert "[1]<stdout>:no newline\n" in out and "ZENRUN_TASK" not in out, out
+
+
+def test_from_another_thread():
+    """Signal handlers can be set only by the main thread: zenrun's are left out there."""
+    got = []
+    t = threading.Thread(target=lambda: got.append(zen.run(lambda: 7, np=2, env=ENV)))
+    t.start()
+    t.join(120)
+    assert got == [[7, 7]]
 
 
 def test_an_exception_on_a_rank_fails_the_call_naming_it():
