@@ -167,8 +167,16 @@ _HOROVODRUN_ONLY = {
 }
 
 
+class UsageError(ValueError):
+    """A usage error, raised instead of exiting when the parser serves zen.run."""
+
+
 class _Parser(argparse.ArgumentParser):
+    raise_errors = False  # zen.run: raise UsageError instead of printing usage and exiting
+
     def error(self, message):
+        if self.raise_errors:
+            raise UsageError(message)
         if message.startswith("unrecognized arguments: "):
             known = [w.split("=", 1)[0] for w in message.split()[2:]
                      if w.split("=", 1)[0] in _HOROVODRUN_ONLY]
@@ -391,9 +399,11 @@ def build_parser():
     return p
 
 
-def parse(argv):
-    """Parses and checks argv; returns the namespace (exits 2 on usage errors)."""
+def parse(argv, raise_errors=False):
+    """Parses and checks argv; returns the namespace (exits 2 on usage errors, or raises
+    UsageError with raise_errors)."""
     p = build_parser()
+    p.raise_errors = raise_errors
     args = p.parse_args(argv)
     if args.config_file is not None:
         config_file.apply(p, args, argv)

@@ -9,11 +9,11 @@ from zen.runner import hosts as hostlib
 from zen.runner.output import Output
 
 
-def _base_env(args):
+def _base_env(args, environ):
     """The caller's environment without stale placement variables (zenrun's and Horovod's
     launchers'), plus the flags' knobs, which win over the HOROVOD_* aliases of the same
     settings (dropped); and the names of those dropped."""
-    env = {k: v for k, v in os.environ.items()
+    env = {k: v for k, v in environ.items()
            if k not in arglib.PLACEMENT_VARIABLES and k not in horovod_env.LAUNCHER_VARIABLES}
     knobs = arglib.knob_env(args)
     dropped = horovod_env.drop_aliases(env, knobs)
@@ -31,6 +31,14 @@ def main(argv=None):
         from zen.runner import check_build
 
         return check_build.main()
+    return launch(args)
+
+
+def launch(args, environ=None, output_type=Output):
+    """Runs the job that parsed flags `args` describe, the ranks' environment built from
+    environ (default os.environ), their lines written by an output_type (zen.run's catches
+    the results); returns zenrun's exit code."""
+    environ = os.environ if environ is None else environ
     p = args.parser
     try:
         if args.hostfile:
@@ -47,9 +55,9 @@ def main(argv=None):
         p.error(str(e))
 
     # Elastic: output prefixes and log folders are numbered by worker (order of start).
-    output = Output(max(args.num_proc, args.max_np or 0), args.output_filename,
-                    timestamps=args.prefix_timestamp)
-    unknown = sorted(k for k in os.environ
+    output = output_type(max(args.num_proc, args.max_np or 0), args.output_filename,
+                         timestamps=args.prefix_timestamp)
+    unknown = sorted(k for k in environ
                      if k.startswith("ZEN_") and k not in arglib.KNOWN_VARIABLES)
     if unknown:
         output.message(f"warning: {', '.join(unknown)} in the environment "
@@ -61,7 +69,7 @@ def main(argv=None):
     except OSError as e:
         p.error(f"--output-filename '{args.output_filename}': {e.strerror}")
 
-    env, dropped = _base_env(args)
+    env, dropped = _base_env(args, environ)
     if dropped:
         output.message(f"note: zenrun's flags override {', '.join(dropped)} from the "
                        f"environment (not passed to the ranks)")

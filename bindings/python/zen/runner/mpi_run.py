@@ -32,13 +32,15 @@ from zen.runner import hosts as hostlib
 from zen.runner.output import is_ready_line
 from zen.runner.supervisor import Supervisor, describe_ranks, signal_name
 from zen.runner.rank_wrapper import WRAPPER
+from zen.runner.run_task import TASK_PREFIX
 
 _TAG = re.compile(rb"\[\d+,(\d+)\]<(stdout|stderr|stddiag)>:")
 _TAG_PREFIX = re.compile(rb"\[[\d,]*(\][<a-z]*)?")  # a tag not yet complete
 _FIRST_NAME = re.compile(rb"Process name:\s*\[\[\d+,\d+\],(\d+)\]")
 _FIRST_CODE = re.compile(rb"Exit code:\s*(-?\d+)")
 _SIGNALLED = re.compile(rb"process rank (\d+) with PID \d+ on node \S+ exited on signal (\d+)")
-# Forwarded with -x besides the ZEN_* and HOROVOD_* (their aliases) variables: where programs
+# Forwarded with -x besides the ZEN_*, HOROVOD_* (their aliases) and ZENRUN_TASK_* (zen.run's
+# function) variables: where programs
 # and libraries are found.
 _ALSO_EXPORTED = ("PYTHONUNBUFFERED", "PATH", "LD_LIBRARY_PATH", "PYTHONPATH",
                   "NCCL_SOCKET_IFNAME")
@@ -134,7 +136,7 @@ def build_command(args, hosts, slots, env, mpirun="mpirun", python=None, token="
         argv += ["-mca", "plm_rsh_args", args.rsh_args]
     argv += list(args.mpi_words)
     for name in sorted(env):
-        if name.startswith(("ZEN_", "HOROVOD_")) or name in _ALSO_EXPORTED:
+        if name.startswith(("ZEN_", "HOROVOD_", TASK_PREFIX)) or name in _ALSO_EXPORTED:
             argv += ["-x", name]
     if python is None:
         python = sys.executable if all(hostlib.is_local(h) for h in per_host) else "python3"

@@ -142,13 +142,16 @@ def _watch(rank, cmd, grace, pass_fds=()):
 
 
 def _read_env_line():
-    line = b""
-    while not line.endswith(b"\n"):
-        chunk = os.read(0, 1)  # byte by byte: what follows the line is the watch pipe
+    # zenrun writes this line and nothing after it (then only end-of-file, which the watch
+    # reads), so whole chunks can be read: byte by byte took seconds for zen.run's function
+    # (up to 1 MiB in the environment) on a loaded machine.
+    chunks = []
+    while not chunks or not chunks[-1].endswith(b"\n"):
+        chunk = os.read(0, 65536)
         if not chunk:
             break
-        line += chunk
-    env = json.loads(line.decode() or "{}")
+        chunks.append(chunk)
+    env = json.loads(b"".join(chunks).decode() or "{}")
     os.environ.update({str(k): str(v) for k, v in env.items()})
 
 

@@ -93,6 +93,8 @@ class Supervisor:
         def handler(sig, _frame):
             self.pending_signals.append(sig)  # list.append is atomic; the loop acts on it
 
+        if threading.current_thread() is not threading.main_thread():
+            return  # zen.run from another thread: Python lets only the main thread set them
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             self._old_handlers[sig] = signal.signal(sig, handler)
 
