@@ -61,16 +61,13 @@ def test_bad_list_is_a_usage_error(bad, capsys):
     assert "expected comma-separated network interface names" in capsys.readouterr().err
 
 
-def test_nccl_gets_the_interfaces_unless_set(monkeypatch):
+def test_nccl_gets_the_interfaces_unless_set():
     from zen.runner import launch
 
     args = arglib.parse(["-np", "2", "--network-interface", "eth1", "true"])
-    monkeypatch.delenv("NCCL_SOCKET_IFNAME", raising=False)
-    assert launch._base_env(args)[0]["NCCL_SOCKET_IFNAME"] == "eth1"
-    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "ib0")
-    assert launch._base_env(args)[0]["NCCL_SOCKET_IFNAME"] == "ib0"
-    monkeypatch.delenv("NCCL_SOCKET_IFNAME")
-    assert "NCCL_SOCKET_IFNAME" not in launch._base_env(arglib.parse(["-np", "2", "true"]))[0]
+    assert launch._base_env(args, {})[0]["NCCL_SOCKET_IFNAME"] == "eth1"
+    assert launch._base_env(args, {"NCCL_SOCKET_IFNAME": "ib0"})[0]["NCCL_SOCKET_IFNAME"] == "ib0"
+    assert "NCCL_SOCKET_IFNAME" not in launch._base_env(arglib.parse(["-np", "2", "true"]), {})[0]
 
 
 def test_mpirun_gets_the_interfaces():
