@@ -116,6 +116,13 @@ Setter doubleField(double Config::*field, double lo, double hi) {
   };
 }
 
+Setter boolField(bool Config::*field) {
+  return [field](Config& c, const std::string& name, const std::string& v) {
+    ZEN_ASSIGN_OR_RETURN(c.*field, parseEnvBool(name, v));
+    return Status::ok();
+  };
+}
+
 Setter stringField(std::string Config::*field) {
   return [field](Config& c, const std::string&, const std::string& v) {
     c.*field = v;
@@ -160,11 +167,7 @@ const std::map<std::string, Setter>& setters() {
          c.cycleTimeSet = true;
          return Status::ok();
        }},
-      {"ZEN_AUTOTUNE",
-       [](Config& c, const std::string& n, const std::string& v) {
-         ZEN_ASSIGN_OR_RETURN(c.autotune, parseEnvBool(n, v));
-         return Status::ok();
-       }},
+      {"ZEN_AUTOTUNE", boolField(&Config::autotune)},
       {"ZEN_AUTOTUNE_LOG", stringField(&Config::autotuneLog)},
       {"ZEN_AUTOTUNE_WARMUP_SAMPLES", smallIntField(&Config::autotuneWarmupSamples, 0)},
       {"ZEN_AUTOTUNE_STEPS_PER_SAMPLE", smallIntField(&Config::autotuneStepsPerSample, 1)},
@@ -178,24 +181,12 @@ const std::map<std::string, Setter>& setters() {
          return Status::ok();
        }},
       {"ZEN_TIMELINE", stringField(&Config::timeline)},
-      {"ZEN_TIMELINE_MARK_CYCLES",
-       [](Config& c, const std::string& n, const std::string& v) {
-         ZEN_ASSIGN_OR_RETURN(c.timelineMarkCycles, parseEnvBool(n, v));
-         return Status::ok();
-       }},
+      {"ZEN_TIMELINE_MARK_CYCLES", boolField(&Config::timelineMarkCycles)},
       {"ZEN_STALL_CHECK_TIME_SECONDS", doubleField(&Config::stallCheckSeconds, 0.0, 1e7)},
       {"ZEN_STALL_SHUTDOWN_TIME_SECONDS", doubleField(&Config::stallShutdownSeconds, 0.0, 1e7)},
       {"ZEN_TIMEOUT", doubleField(&Config::timeoutSeconds, 0.001, 1e7)},
-      {"ZEN_LOG_HIDE_TIME",
-       [](Config& c, const std::string& n, const std::string& v) {
-         ZEN_ASSIGN_OR_RETURN(c.logHideTime, parseEnvBool(n, v));
-         return Status::ok();
-       }},
-      {"ZEN_MPI_THREADS_DISABLE",
-       [](Config& c, const std::string& n, const std::string& v) {
-         ZEN_ASSIGN_OR_RETURN(c.mpiThreadsDisable, parseEnvBool(n, v));
-         return Status::ok();
-       }},
+      {"ZEN_LOG_HIDE_TIME", boolField(&Config::logHideTime)},
+      {"ZEN_MPI_THREADS_DISABLE", boolField(&Config::mpiThreadsDisable)},
       {"ZEN_LOG_LEVEL",
        [](Config& c, const std::string& n, const std::string& v) {
          ZEN_ASSIGN_OR_RETURN(c.logLevel, parseLogLevel(n, v));
