@@ -135,7 +135,7 @@ class TensorFlowState(ObjectState):
                                  "has no global variables)")
             self.variables = list(variables)
             self.session = None
-            self._graph = None
+            self._store = _EagerVariables(self.variables)
             bcast_object = _broadcast_state_object
         else:
             self.session = session or tf.compat.v1.get_default_session()
@@ -144,33 +144,40 @@ class TensorFlowState(ObjectState):
                                  "session= or create it under `with tf.compat.v1.Session():`")
             with self.session.graph.as_default():
                 self.variables = list(variables or tf.compat.v1.global_variables())
-                self._graph = _SessionVariables(self.variables, self.session)
+                self._store = _SessionVariables(self.variables, self.session)
             bcast_object = broadcast_object_fn(root_rank=0, session=self.session,
                                                name="elastic.state")
-        self._save_variables()
+        self._saved = self._store.values()
         super().__init__(bcast_object=bcast_object, get_rank=rank, **kwargs)
 
     def save(self):
-        self._save_variables()
+        self._saved = self._store.values()
         super().save()
 
     def restore(self):
-        if self._graph is None:
-            _assign(self.variables, self._saved)
-        else:
-            self._graph.load(self._saved)
+        self._store.load(self._saved)
         super().restore()
 
     def sync(self):
-        if self._graph is None:
-            broadcast_variables(self.variables, root_rank=0)
-        else:
-            self._graph.broadcast()
-        self._save_variables()
+        self._store.broadcast()
+        self._saved = self._store.values()
         super().sync()
 
-    def _save_variables(self):
-        self._saved = _copies(self.variables) if self._graph is None else self._graph.values()
+
+class _EagerVariables:
+    """TensorFlowState's variables eagerly: read, assigned and broadcast directly."""
+
+    def __init__(self, variables):
+        self._variables = variables
+
+    def values(self):
+        return _copies(self._variables)
+
+    def load(self, values):
+        _assign(self._variables, values)
+
+    def broadcast(self):
+        broadcast_variables(self._variables, root_rank=0)
 
 
 class _SessionVariables:
