@@ -47,6 +47,7 @@ def lib():
                 raise ImportError("zen: %s is missing; build it with tools/build-python, "
                                   "tools/build-tf or `pip install .`" % LIB_PATH)
             c = ctypes.CDLL(LIB_PATH, mode=ctypes.RTLD_GLOBAL)
+            _check_symbols(c)
             for fn in ("zen_init", "zen_shutdown", "zen_is_initialized", "zen_rank", "zen_size",
                        "zen_local_rank", "zen_local_size", "zen_cross_rank", "zen_cross_size",
                        "zen_is_homogeneous", "zen_mpi_threads_supported", "zen_mpi_built",
@@ -64,6 +65,25 @@ def lib():
             c.zen_free.argtypes = [ctypes.c_void_p]
             _lib = c
         return _lib
+
+
+# Every C API call the Python package makes. A libzen.so built before one of them was added (a
+# checkout's copy left from an older tools/build-python) fails here, naming what to rebuild,
+# instead of with an AttributeError at the first call that needs it.
+_SYMBOLS = ("zen_init", "zen_shutdown", "zen_is_initialized", "zen_rank", "zen_size",
+            "zen_local_rank", "zen_local_size", "zen_cross_rank", "zen_cross_size",
+            "zen_is_homogeneous", "zen_mpi_threads_supported", "zen_mpi_built", "zen_nccl_built",
+            "zen_cuda_built", "zen_stop_timeline", "zen_backend", "zen_version",
+            "zen_last_error", "zen_start_timeline", "zen_stats_json", "zen_free",
+            "zen_add_process_set", "zen_remove_process_set", "zen_process_set_ranks")
+
+
+def _check_symbols(c):
+    missing = [fn for fn in _SYMBOLS if not hasattr(c, fn)]
+    if missing:
+        raise ImportError("zen: %s is older than this zen package (it lacks %s); rebuild it with "
+                          "tools/build-python, tools/build-tf or `pip install .`" %
+                          (LIB_PATH, ", ".join(missing)))
 
 
 def last_error():
