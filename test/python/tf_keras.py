@@ -352,7 +352,7 @@ def backward_passes_per_step():
         passes, lr, mom = 2 * n, 0.5, 0.5
         model, opt = train_with_passes(n, average, mode, passes, lr, mom)
         assert int(opt.iterations) == passes, label + str(int(opt.iterations))
-        assert opt._zen_aggregation._slots[0][1] is not None, label + "embedding not sparse"
+        assert opt._zen_aggregation._window.slots[0][1] is not None, label + "embedding not sparse"
         want = lm_reference(passes, n, average, lr, mom)
         for got, w, what in zip(model.get_weights(), want, ("embedding", "kernel", "bias")):
             close(got, w, 2e-5, label + what)
