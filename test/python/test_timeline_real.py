@@ -59,9 +59,9 @@ def test_real_timeline_summarize_and_plot(tmp_path):
 
 def test_horovod_variables_take_effect(tmp_path):
     """A Horovod user's environment in a zen job (core/horovod_env.h): HOROVOD_TIMELINE writes
-    the per-rank timelines, HOROVOD_FUSION_THRESHOLD and HOROVOD_CYCLE_TIME are the values in
-    effect on every rank (the stats' config), and a HOROVOD_* variable zen has no meaning for
-    is named in one warning per rank."""
+    the per-rank timelines and its path reads as rank 0's, HOROVOD_FUSION_THRESHOLD and
+    HOROVOD_CYCLE_TIME are the values in effect on every rank (the stats' config), and a
+    HOROVOD_* variable zen has no meaning for is named in one warning per rank."""
     trace = tmp_path / "hvd.json"
     proc = zenrun(2, PYTHON, os.path.join(HERE, "timeline_job.py"),
                   extra_env={"HOROVOD_TIMELINE": str(trace),
@@ -85,6 +85,14 @@ def test_horovod_variables_take_effect(tmp_path):
     for f in files:
         with open(f) as fh:
             assert any("NEGOTIATE" in json.dumps(e) for e in json.load(fh))
+    # Where Horovod writes its one trace: rank 0's (zenrun's link, horovod_timeline.py).
+    assert trace.is_symlink() and os.readlink(trace) == "hvd.rank0.json"
+    with open(trace) as given, open(files[0]) as rank0:
+        assert json.load(given) == json.load(rank0)
+    summary = subprocess.run([PYTHON, TIMELINE, "summarize", "--json", str(trace)],
+                             capture_output=True, text=True, timeout=180)
+    assert summary.returncode == 0, summary.stderr
+    assert [f["path"] for f in json.loads(summary.stdout)["files"]] == [str(f) for f in files]
     warnings = [line for line in proc.stdout.splitlines() + proc.stderr.splitlines()
                 if "Horovod variables zen ignores: HOROVOD_HIERARCHICAL_ALLREDUCE" in line]
     assert len(warnings) == 2, proc.stdout + proc.stderr

@@ -11,9 +11,11 @@ zen from BINDINGS, which zen.run puts on their PYTHONPATH itself. Every job is b
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -129,6 +131,61 @@ def test_refusals(kwargs, message):
         zen.run(lambda: None, env=ENV, **kwargs)
     assert str(caught.value).startswith("zen.run: ") and message in str(caught.value), \
         caught.value
+
+
+def test_ctrl_c_in_the_caller_stops_the_ranks_and_raises_keyboard_interrupt(tmp_path):
+    """Horovod's run lets the caller's KeyboardInterrupt through; zen.run does too, after
+    zenrun's handler has stopped the ranks (not as RunError, exit code 130)."""
+    def report_and_sleep(folder):
+        import time
+
+        with open(os.path.join(folder, f"pid.{os.environ['ZEN_RANK']}"), "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(300)
+
+    files = [tmp_path / f"pid.{r}" for r in (0, 1)]
+
+    def interrupt_when_both_sleep():
+        deadline = time.monotonic() + 60
+        while not all(f.exists() and f.read_text() for f in files):
+            if time.monotonic() > deadline:
+                return  # the job runs into pytest's timeout, failing the test
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_when_both_sleep, daemon=True).start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        zen.run(report_and_sleep, args=(str(tmp_path),), np=2, env=ENV, start_timeout=60)
+    assert time.monotonic() - start < 120
+    pids = [int(f.read_text()) for f in files]
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if _alive(p)], pids
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_stall_flags_are_checked_against_the_jobs_environment(monkeypatch):
+    """zen.run's env= is what the ranks get: the stall-flag check reads it, not os.environ."""
+    from zen.runner import args as arglib
+
+    monkeypatch.delenv("HOROVOD_STALL_CHECK_DISABLE", raising=False)
+    monkeypatch.delenv("ZEN_STALL_CHECK_TIME_SECONDS", raising=False)
+    argv = ["-np", "2", "--stall-check-shutdown-time-seconds", "30", "--", "true"]
+    with pytest.raises(arglib.UsageError, match="HOROVOD_STALL_CHECK_DISABLE=1 turns off"):
+        arglib.parse(argv, raise_errors=True, environ={"HOROVOD_STALL_CHECK_DISABLE": "1"})
+    with pytest.raises(arglib.UsageError, match="is below ZEN_STALL_CHECK_TIME_SECONDS"):
+        arglib.parse(argv, raise_errors=True, environ={"ZEN_STALL_CHECK_TIME_SECONDS": "40"})
+    monkeypatch.setenv("ZEN_STALL_CHECK_TIME_SECONDS", "40")  # the caller's: not the job's
+    arglib.parse(argv, raise_errors=True, environ={"ZEN_STALL_CHECK_TIME_SECONDS": "10"})
 
 
 def test_func_must_be_callable_and_small():

@@ -3,7 +3,8 @@
 broadcast_global_variables, BroadcastGlobalVariablesHook in a MonitoredTrainingSession,
 broadcast_object_fn(session=), broadcast_object / allgather_object in the default session,
 zen.tensorflow.keras.broadcast_global_variables and DistributedOptimizer of a TensorFlow 1
-optimizer (with backward_passes_per_step and op=Adasum against hand-computed values),
+optimizer (with backward_passes_per_step and op=Adasum against hand-computed values, with
+Compression.topk against dgc_reference.py, in two graphs),
 zen.tensorflow.elastic.TensorFlowState in a session and run recovering from a failure there.
 
     tools/zenrun -np N .venv-tf/bin/python tf_graph.py [CHECK ...]
@@ -20,6 +21,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from adasum_reference import adasum_tree, assert_close  # noqa: E402
+from dgc_reference import BIAS, MIN_SIZE, SHAPE, dgc_reference, step_grads  # noqa: E402
 from rank_report import Checks, add_checkout_package, expect_raises, run_checks  # noqa: E402
 
 add_checkout_package()
@@ -147,9 +149,9 @@ def distributed_optimizer_of_a_tf1_optimizer():
             got_w, got_u = session.run([w, u])
     assert np.allclose(got_w, 1 - sum(x(r) for r in range(size)) / size), got_w
     assert np.allclose(got_u, 1 - 2 * x(rank) / size), got_u
-    expect_raises(NotImplementedError, lambda: hvd.DistributedOptimizer(
-        tf.compat.v1.train.GradientDescentOptimizer(1.0), compression=hvd.Compression.topk(0.5)),
-        "Compression.topk")
+    expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
+        tf.compat.v1.train.MomentumOptimizer(1.0, 0.9),
+        compression=hvd.Compression.topk(0.5, momentum=0.9)), "momentum=0")
     expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
         tf.compat.v1.train.GradientDescentOptimizer(1.0), op=hvd.Adasum,
         average_aggregated_gradients=True), "average_aggregated_gradients")
@@ -158,6 +160,45 @@ def distributed_optimizer_of_a_tf1_optimizer():
         locking = hvd.DistributedOptimizer(
             tf.compat.v1.train.GradientDescentOptimizer(1.0), "Locked", True)
     assert locking._use_locking is True and locking.get_name() == "Locked"
+
+
+@check
+def topk_of_a_tf1_optimizer():
+    """compression=Compression.topk(0.02) in a Session, the same optimizer in two graphs
+    (each its own residuals): compute_gradients returns DGC's update of W (dgc_reference's
+    dense re-computation), the plain average of b (below min_size), and nothing is lost:
+    size * (sum of W's updates) + every rank's residual = every rank's gradients."""
+    size, rank, steps, ratio = hvd.size(), hvd.rank(), 4, 0.02
+    compression = hvd.Compression.topk(ratio, min_size=MIN_SIZE)
+    optimizer = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0),
+                                         compression=compression)
+    want, want_residuals = dgc_reference(size, steps, ratio)
+    total = sum(step_grads(r, s)[0] for r in range(size) for s in range(steps))
+    for _ in range(2):
+        with tf.Graph().as_default():
+            g = tf.compat.v1.placeholder(tf.float64, SHAPE)
+            h = tf.compat.v1.placeholder(tf.float64, [BIAS])
+            w = tf.compat.v1.Variable(np.zeros(SHAPE), name="w")
+            b = tf.compat.v1.Variable(np.zeros(BIAS), name="b")
+            grads_and_vars = optimizer.compute_gradients(
+                tf.reduce_sum(w * g) + tf.reduce_sum(b * h), [w, b])
+            train = optimizer.apply_gradients(grads_and_vars)
+            residual = compression.residual("DistributedOptimizer.GradientDescentOptimizer.0")
+            residuals = hvd.allreduce(residual.read_value(), op=hvd.Sum, name="topk.residuals")
+            with tf.compat.v1.Session() as session:
+                session.run([tf.compat.v1.global_variables_initializer(),
+                             tf.compat.v1.local_variables_initializer()])
+                for step in range(steps):
+                    gw, gh = step_grads(rank, step)
+                    (uw, ub), _ = session.run([[gv[0] for gv in grads_and_vars], train],
+                                              {g: gw, h: gh})
+                    assert np.abs(uw - want[step]).max() < 1e-12, step
+                    mean_h = sum(step_grads(r, step)[1] for r in range(size)) / size
+                    assert np.abs(ub - mean_h).max() < 1e-12, step
+                got_w, got_residual, got_residuals = session.run([w, residual, residuals])
+        assert np.abs(got_w + sum(want)).max() < 1e-10, "w is not minus the sum of updates"
+        assert np.abs(got_residual - want_residuals[rank]).max() < 1e-12
+        assert np.abs(size * -got_w + got_residuals.reshape(SHAPE) - total).max() < 1e-10
 
 
 def pass_grad(rank, step, dtype=np.float32):
@@ -234,6 +275,31 @@ def backward_passes_in_a_monitored_session():
                 assert (got == got[0]).all(), got
                 assert np.array_equal(got[0], np.ones(3)) == (step < 2), (step, got)
             assert session.run(global_step) == 3
+
+
+@check
+def backward_passes_in_two_graphs_and_twice_in_one():
+    """One DistributedOptimizer(backward_passes_per_step=2) in two graphs: each graph has its
+    own window (w moves on the second step by the sum of both steps' averages); a second
+    compute_gradients in one graph would share the window: ValueError."""
+    rank, size = hvd.rank(), hvd.size()
+    optimizer = hvd.DistributedOptimizer(tf.compat.v1.train.GradientDescentOptimizer(1.0),
+                                         backward_passes_per_step=2)
+    for _ in range(2):
+        with tf.Graph().as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [3])
+            w = tf.compat.v1.Variable(np.ones(3, np.float32), name="w")
+            train = optimizer.minimize(tf.reduce_sum(w * x))
+            with tf.compat.v1.Session() as session:
+                session.run([tf.compat.v1.global_variables_initializer(),
+                             tf.compat.v1.local_variables_initializer()])
+                for step in range(2):
+                    session.run(train, {x: pass_grad(rank, step)})
+                got = session.run(w)
+            expect_raises(ValueError, lambda: optimizer.minimize(tf.reduce_sum(w * x)),
+                          "twice in one graph")
+        want = 1 - sum(pass_grad(r, s) for r in range(size) for s in range(2)) / size
+        assert np.allclose(got, want), (got, want)
 
 
 @check

@@ -399,9 +399,10 @@ def build_parser():
     return p
 
 
-def parse(argv, raise_errors=False):
+def parse(argv, raise_errors=False, environ=None):
     """Parses and checks argv; returns the namespace (exits 2 on usage errors, or raises
-    UsageError with raise_errors)."""
+    UsageError with raise_errors). environ: the environment the ranks will get (default
+    os.environ; zen.run's env=), where the checks look for settings the flags depend on."""
     p = build_parser()
     p.raise_errors = raise_errors
     args = p.parse_args(argv)
@@ -429,7 +430,7 @@ def parse(argv, raise_errors=False):
     except ValueError as e:
         p.error(f"--mpi-args '{args.mpi_args}': {e}")
     args.rsh_args = _rsh_args(p, args)
-    _check_stall(p, args)
+    _check_stall(p, args, os.environ if environ is None else environ)
     if args.controller_addr is not None:
         host, sep, port = args.controller_addr.rpartition(":")
         if sep and (not host or not port.isdigit() or not 0 < int(port) < 65536):
@@ -493,7 +494,7 @@ def _rsh_args(p, args):
     return " ".join(ssh)
 
 
-def _check_stall(p, args):
+def _check_stall(p, args, environ):
     """A stall flag either works or is refused: --no-stall-check turns the inspector off, so
     warning and shutdown times next to it would be ignored; the inspector looks only at names
     older than the warning time, so a shutdown time below it would act as the warning time."""
@@ -508,10 +509,10 @@ def _check_stall(p, args):
         return
     warning, source = args.stall_check_time, "--stall-check-warning-time-seconds"
     if warning is None:
-        text, name = horovod_env.lookup(os.environ, "ZEN_STALL_CHECK_TIME_SECONDS")
+        text, name = horovod_env.lookup(environ, "ZEN_STALL_CHECK_TIME_SECONDS")
         if name == "HOROVOD_STALL_CHECK_DISABLE":
             p.error("--stall-check-shutdown-time-seconds needs the stall check, which "
-                    f"HOROVOD_STALL_CHECK_DISABLE={os.environ[name]} turns off")
+                    f"HOROVOD_STALL_CHECK_DISABLE={environ[name]} turns off")
         try:
             warning, source = float(text), name
         except (TypeError, ValueError):

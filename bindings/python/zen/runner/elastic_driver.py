@@ -299,8 +299,9 @@ class ElasticDriver(Supervisor):
         """zenrun's exit code, after the messages."""
         if self.received_signal is not None:
             n = self.stopped_count
-            self.output.message(f"received {signal_name(self.received_signal)}; stopped "
-                                f"{n} worker{'s' if n != 1 else ''}")
+            self.output.stopped_by(self.received_signal,
+                                   f"received {signal_name(self.received_signal)}; stopped "
+                                   f"{n} worker{'s' if n != 1 else ''}")
             return 128 + self.received_signal
         if self.job_failure is not None:
             self.output.message(f"elastic job failed: {self.job_failure}")

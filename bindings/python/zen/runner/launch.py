@@ -5,6 +5,7 @@ import sys
 
 from zen.common import horovod_env
 from zen.runner import args as arglib
+from zen.runner import horovod_timeline
 from zen.runner import hosts as hostlib
 from zen.runner.output import Output
 
@@ -73,6 +74,11 @@ def launch(args, environ=None, output_type=Output):
     if dropped:
         output.message(f"note: zenrun's flags override {', '.join(dropped)} from the "
                        f"environment (not passed to the ranks)")
+    if not args.elastic:
+        rank0 = next(s.host for s in slots if s.rank == 0)
+        problem = horovod_timeline.link_rank0(env, rank0)
+        if problem:
+            output.message(f"warning: {problem}")
     if args.elastic:
         from zen.runner import elastic_driver
 

@@ -201,8 +201,9 @@ def run(args, hosts, slots, base_env, output):
 
     code = sup.members[0].code
     if sup.received_signal is not None:
-        output.message(f"received {signal_name(sup.received_signal)}; stopped mpirun and "
-                       f"its {len(slots)} ranks")
+        output.stopped_by(sup.received_signal,
+                          f"received {signal_name(sup.received_signal)}; stopped mpirun and "
+                          f"its {len(slots)} ranks")
         return 128 + sup.received_signal
     if sup.not_started:
         output.message(f"{len(sup.not_started)} of {len(slots)} ranks did not start within "

@@ -72,6 +72,11 @@ class Output:
         with self._lock:
             self._write("stderr", f"zenrun: {text}\n".encode())
 
+    def stopped_by(self, sig, text):
+        """The job was stopped because zenrun received `sig` (text says so); zen.run's output
+        hears it here, to raise the caller's KeyboardInterrupt on SIGINT."""
+        self.message(text)
+
 
 def is_ready_line(line, token):
     """(True, rank text) when `line` is the wrapper's start report for this job's token."""

@@ -11,6 +11,7 @@ raised fails the call with RunError naming it and its error.
 import base64
 import os
 import secrets
+import signal
 import site
 import sys
 
@@ -94,11 +95,15 @@ def _task_env(func, args, kwargs, token):
     return env
 
 
-def _result_output(token, outcomes):
+def _result_output(token, outcomes, signals):
     """An Output that keeps the ranks' result lines (in the order they arrive) from the
-    printed output."""
+    printed output, and the signal that stopped the job (if one did) in signals."""
 
     class ResultOutput(Output):
+        def stopped_by(self, sig, text):
+            signals.append(sig)
+            super().stopped_by(sig, text)
+
         def rank_line(self, rank, stream, line):
             found = run_task.parse_result_line(line, token) if stream == "stdout" else None
             if found is None:
@@ -123,7 +128,7 @@ def run(func, args=(), kwargs=None, num_proc=None, min_num_proc=None, max_num_pr
     is zenrun's flag of the same name); env: the ranks' environment (default os.environ),
     executable: the Python that runs them (default sys.executable). Raises RunError when a
     rank raises (naming it; chained to its exception) or the job fails, ValueError for
-    arguments zenrun refuses."""
+    arguments zenrun refuses, KeyboardInterrupt (after stopping the ranks) on Ctrl-C."""
     if not callable(func):
         raise TypeError(f"zen.run: func must be callable, not {type(func).__name__}")
     given = {name: value for name, value in locals().items() if name in _ELASTIC}
@@ -141,22 +146,26 @@ def run(func, args=(), kwargs=None, num_proc=None, min_num_proc=None, max_num_pr
                    ssh_identity_file, disable_cache, output_filename, verbose, use_gloo,
                    use_mpi, mpi_args, network_interface)
     command = [executable or sys.executable, "-m", "zen.runner.run_task"]
+    environ = dict(os.environ if env is None else env)
     try:
-        parsed = arglib.parse(flags + ["--"] + command, raise_errors=True)
+        parsed = arglib.parse(flags + ["--"] + command, raise_errors=True, environ=environ)
     except arglib.UsageError as e:
         raise ValueError(f"zen.run: {e}") from None
 
-    environ = dict(os.environ if env is None else env)
     token = secrets.token_hex(8)
     environ.update(_task_env(func, args, kwargs or {}, token))
     path = _pythonpath(environ)
     if path is not None:
         environ["PYTHONPATH"] = path
-    outcomes = []
+    outcomes, signals = [], []
     try:
-        code = launch(parsed, environ, _result_output(token, outcomes))
+        code = launch(parsed, environ, _result_output(token, outcomes, signals))
     except arglib.UsageError as e:  # the placement's checks (hosts, hostfile)
         raise ValueError(f"zen.run: {e}") from None
+    if signals == [signal.SIGINT]:
+        # Ctrl-C: the ranks are stopped by now; the caller sees it as Horovod's run lets it
+        # through, not as a failed job.
+        raise KeyboardInterrupt
     return _results(parsed.num_proc, code, outcomes)
 
 

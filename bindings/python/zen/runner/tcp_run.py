@@ -220,8 +220,9 @@ def run(args, slots, base_env, output):
 
 def _summarize(sup, output, args):
     if sup.received_signal is not None:
-        output.message(f"received {signal_name(sup.received_signal)}; stopped "
-                       f"{sup.stopped_count} rank{'s' if sup.stopped_count != 1 else ''}")
+        output.stopped_by(sup.received_signal,
+                          f"received {signal_name(sup.received_signal)}; stopped "
+                          f"{sup.stopped_count} rank{'s' if sup.stopped_count != 1 else ''}")
         return 128 + sup.received_signal
     if sup.not_started:
         n = len(sup.not_started)

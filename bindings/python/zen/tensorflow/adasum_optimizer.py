@@ -24,7 +24,7 @@ combine anything; Zen runs the design.)
 import tensorflow as tf
 
 from zen.common.basics import size
-from zen.tensorflow.aggregation import state_variable
+from zen.tensorflow.aggregation import graph_key, state_variable
 from zen.tensorflow.compression import TopKCompressor
 from zen.tensorflow.mpi_ops import Adasum, grouped_allreduce
 
@@ -88,7 +88,7 @@ class AdasumWindow:
         self._name = name
         self._compression = compression
         self._passes = passes
-        self._counter = None
+        self._counters = {}  # graph_key() -> the passes counter of that graph
         self._starts = {}  # variable ref -> its window's start
 
     def apply(self, apply_fn, variables):
@@ -96,20 +96,22 @@ class AdasumWindow:
         variables (those it moves, the local ones left out): an op."""
         if size() == 1:  # adasum(delta) = delta
             return apply_fn()
-        if self._counter is None:
-            self._counter = state_variable(lambda: tf.constant(0, tf.int64), "zen_adasum_passes")
+        counter = self._counters.get(graph_key())
+        if counter is None:
+            counter = self._counters[graph_key()] = state_variable(
+                lambda: tf.constant(0, tf.int64), "zen_adasum_passes")
         starts = [self._start(v) for v in variables]
 
         def begin():
             with tf.control_dependencies([s.assign(v) for s, v in zip(starts, variables)]):
                 return tf.constant(True)
 
-        begun = tf.cond(tf.equal(self._counter % self._passes, 0), begin,
+        begun = tf.cond(tf.equal(counter % self._passes, 0), begin,
                         lambda: tf.constant(False))
         with tf.control_dependencies([begun]):
             update = apply_fn()
         with tf.control_dependencies([update]):
-            count = self._counter.assign_add(1)
+            count = counter.assign_add(1)
 
         def combine():
             deltas = [tf.convert_to_tensor(v) - s for v, s in zip(variables, starts)]

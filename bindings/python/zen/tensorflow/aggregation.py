@@ -13,7 +13,10 @@ mask of the rows touched in the window, and the sync sends only those rows throu
 sparse allreduce. The state lives in variables on this object (not the optimizer's
 variables: not saved, not broadcast; in a TensorFlow 1 graph LOCAL_VARIABLES, as Horovod's,
 which local_variables_initializer and MonitoredTrainingSession initialize), created in an
-init_scope on first use, so creating them inside Model.fit's traced train step works.
+init_scope on first use, so creating them inside Model.fit's traced train step works; one
+set per TensorFlow 1 graph (graph_key), so the optimizer works in a second graph. Within one
+graph a second accumulate is refused: the two would share one window, counting each step
+twice (Horovod's helper fails there too, on an assertion).
 tf.cond picks the branch and the dependencies are explicit, so the same code runs eagerly,
 in a tf.function and in a TensorFlow 1 session; every rank takes the same branch (the
 counters advance in step).
@@ -28,8 +31,11 @@ class LocalAggregation:
         self._passes = passes
         self._average = average
         self._allreduce_grads = allreduce_grads
-        self._slots = {}  # gradient position -> (sum, touched-rows mask or None)
-        self._counter = None  # made on first use, in the graph (or eagerly) it runs in
+        self._graphs = {}  # graph_key() -> _Window
+
+    @property
+    def _window(self):
+        return self._graphs.setdefault(graph_key(), _Window())
 
     @property
     def passes(self):
@@ -53,6 +59,14 @@ class LocalAggregation:
     def accumulate(self, grads, variables):
         """Adds grads (None kept) to the sums, then counts the pass: the new count, after
         every add (explicit dependencies: a TensorFlow 1 graph has no automatic ones)."""
+        window, key = self._window, graph_key()
+        if key is not None:
+            if window.accumulated:
+                raise ValueError("DistributedOptimizer(backward_passes_per_step=%d): "
+                                 "compute_gradients was called twice in one graph; both would "
+                                 "add to one window of sums (each step counted twice): wrap a "
+                                 "new optimizer for the second" % self._passes)
+            window.accumulated = True
         adds = [self._add(i, grad, var) for i, (grad, var) in enumerate(zip(grads, variables))
                 if grad is not None]
         counter = self._counter_variable()
@@ -65,7 +79,7 @@ class LocalAggregation:
         cleared once the allreduces have read them. Every sum of the window, even one whose
         gradient is None in this pass; the list keeps its positions, which name the
         allreduces."""
-        sums = [self._read(i) if i in self._slots else None for i in range(count)]
+        sums = [self._read(i) if i in self._window.slots else None for i in range(count)]
         reduced = self._allreduce_grads(sums, variables)
         if self._average:
             reduced = [None if g is None else _scale(g, 1.0 / self._passes) for g in reduced]
@@ -80,20 +94,23 @@ class LocalAggregation:
         return tf.equal(self._counter_variable(), 0)
 
     def _counter_variable(self):
-        if self._counter is None:
-            self._counter = state_variable(lambda: tf.constant(0, tf.int64), "zen_backward_passes")
-        return self._counter
+        window = self._window
+        if window.counter is None:
+            window.counter = state_variable(lambda: tf.constant(0, tf.int64),
+                                            "zen_backward_passes")
+        return window.counter
 
     def _slot(self, i, grad, var):
-        if i not in self._slots:
+        slots = self._window.slots
+        if i not in slots:
             total = state_variable(lambda: tf.zeros(var.shape, grad.dtype),
                                     "zen_aggregated_%d" % i)
             rows = None
             if isinstance(grad, tf.IndexedSlices):
                 rows = state_variable(lambda: tf.zeros([var.shape[0]], tf.bool),
                                        "zen_aggregated_rows_%d" % i)
-            self._slots[i] = (total, rows)
-        return self._slots[i]
+            slots[i] = (total, rows)
+        return slots[i]
 
     def _add(self, i, grad, var):
         """The ops that add grad to sum i (grouped)."""
@@ -111,7 +128,7 @@ class LocalAggregation:
 
     def _read(self, i):
         """The window's sum: dense, or the touched rows as tf.IndexedSlices."""
-        total, rows = self._slots[i]
+        total, rows = self._window.slots[i]
         if rows is None:
             return tf.identity(total.read_value())
         indices = tf.reshape(tf.where(rows), [-1])
@@ -121,7 +138,7 @@ class LocalAggregation:
     def _clear(self):
         """The ops that zero the sums and the counter (a list, for control_dependencies)."""
         ops = [self._counter_variable().assign(0)]
-        for total, rows in self._slots.values():
+        for total, rows in self._window.slots.values():
             if rows is None:
                 ops.append(total.assign(tf.zeros_like(total)))
                 continue
@@ -132,6 +149,23 @@ class LocalAggregation:
                 ops.append(total.scatter_update(tf.IndexedSlices(zeros, indices)))
                 ops.append(rows.assign(tf.zeros_like(rows)))
         return [] if tf.executing_eagerly() else ops
+
+
+class _Window:
+    """One graph's (or eager execution's) window state."""
+
+    def __init__(self):
+        self.slots = {}  # gradient position -> (sum, touched-rows mask or None)
+        self.counter = None  # made on first use
+        self.accumulated = False  # a TensorFlow 1 graph's compute_gradients has added here
+
+
+def graph_key():
+    """Where state variables are made: None eagerly (inside a tf.function too: init_scope
+    lifts them out), else the TensorFlow 1 graph. State kept per object is kept per key, as
+    a variable of one graph cannot be used in another."""
+    with tf.init_scope():
+        return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
 
 
 def state_variable(initial_value, name):

@@ -80,8 +80,9 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     is its): its compute_gradients and minimize reduce; with backward_passes_per_step=N it
     applies every Nth step (global_step counts every step), with op=Adasum every rank steps
     locally and every Nth step the ranks combine the variable deltas
-    (adasum_optimizer.AdasumWindow); the state of either is LOCAL_VARIABLES, as Horovod's.
-    Not with Compression.topk, nor eagerly with backward_passes_per_step > 1 or Adasum."""
+    (adasum_optimizer.AdasumWindow); the state of either, and Compression.topk's residuals, is
+    LOCAL_VARIABLES, as Horovod's, made per graph. Not eagerly with backward_passes_per_step > 1
+    or Adasum."""
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
         return _legacy_optimizer(optimizer, name, use_locking, compression, sparse_as_dense,
                                  gradient_predivide_factor, op, backward_passes_per_step,
@@ -95,11 +96,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
             op == Adasum:
         raise ValueError("DistributedOptimizer(op=Adasum) runs over the global process set "
                          "only, not %s" % (process_set,))
-    if isinstance(compression, TopKCompressor) and compression.momentum and \
-            float(getattr(optimizer, "momentum", 0) or 0):
-        raise ValueError("Compression.topk(momentum=%g) applies the momentum before the "
-                         "compression (DGC's momentum correction): the wrapped optimizer must "
-                         "have momentum=0" % compression.momentum)
+    _check_topk_momentum(compression, getattr(optimizer, "momentum", 0))
     if not isinstance(backward_passes_per_step, int) or backward_passes_per_step <= 0:
         raise ValueError("backward_passes_per_step must be an integer > 0, not %r"
                          % (backward_passes_per_step,))
@@ -128,15 +125,20 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     return distributed
 
 
+def _check_topk_momentum(compression, momentum):
+    if isinstance(compression, TopKCompressor) and compression.momentum and \
+            float(momentum or 0):
+        raise ValueError("Compression.topk(momentum=%g) applies the momentum before the "
+                         "compression (DGC's momentum correction): the wrapped optimizer must "
+                         "have momentum=0" % compression.momentum)
+
+
 def _legacy_optimizer(optimizer, name, use_locking, compression, sparse_as_dense,
                       gradient_predivide_factor, op, backward_passes_per_step,
                       average_aggregated_gradients, process_set, scale_local_gradients):
     """Horovod's _DistributedOptimizer or, with op=Adasum, _DistributedAdasumOptimizer, of a
     tf.compat.v1.train optimizer (TensorFlow 1 graphs; Horovod's refusals)."""
-    if isinstance(compression, TopKCompressor):
-        raise NotImplementedError(
-            "zen.tensorflow.DistributedOptimizer of a TensorFlow 1 optimizer (%s) does not take "
-            "Compression.topk; wrap a Keras optimizer for it" % type(optimizer).__name__)
+    _check_topk_momentum(compression, getattr(optimizer, "_momentum", 0))  # MomentumOptimizer
     if not isinstance(backward_passes_per_step, int) or backward_passes_per_step <= 0:
         raise ValueError("backward_passes_per_step must be an integer > 0, not %r"
                          % (backward_passes_per_step,))

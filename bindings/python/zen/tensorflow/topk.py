@@ -8,12 +8,16 @@ largest in magnitude (tf.math.top_k of |v|, flattened) travel as a 1-D tf.Indexe
 through the sparse allreduce, and are cleared from v (and from u: momentum factor masking).
 The residual v and the momentum u are tf.Variables on this object, created in an init_scope
 on first use (so inside a traced train step too); they are not the optimizer's variables
-(not saved, not broadcast). Tensors below min_size elements go dense.
+(not saved, not broadcast). In a TensorFlow 1 graph they are LOCAL_VARIABLES (as the
+aggregation's state: not broadcast with the global ones), one set per graph, and the reads
+and writes are ordered by explicit control dependencies, which a graph lacks (eagerly and in
+a tf.function they are no-ops). Tensors below min_size elements go dense.
 """
 
 import tensorflow as tf
 
 from zen.common.compression import TopKCompressorBase, topk_count
+from zen.tensorflow.aggregation import graph_key, state_variable
 
 __all__ = ["TopKCompressor"]
 
@@ -47,23 +51,27 @@ class TopKCompressor(TopKCompressorBase):
         update = flat
         if self.momentum:
             momentum = self._state(self._momenta, key, flat)
-            momentum.assign(momentum * self.momentum + flat)
-            update = momentum.read_value()
+            with tf.control_dependencies([momentum.assign(momentum * self.momentum + flat)]):
+                update = momentum.read_value()
         if not self.compresses(tensor):
             if self.momentum:
                 return tf.reshape(update, tf.shape(tensor)), tensor.shape
             return tensor, None
         residual = self._state(self._residuals, key, flat)
-        residual.assign_add(update)
-        accumulated = residual.read_value()
+        with tf.control_dependencies([residual.assign_add(update)]):
+            accumulated = residual.read_value()
         numel = tensor.shape.num_elements()
         _, indices = tf.math.top_k(tf.abs(accumulated), topk_count(numel, self.ratio),
                                    sorted=False)
         values = tf.gather(accumulated, indices)
         sent = tf.expand_dims(indices, 1)
-        residual.scatter_nd_update(sent, tf.zeros_like(values))
-        if self.momentum and self.momentum_masking:
-            momentum.scatter_nd_update(sent, tf.zeros_like(values))
+        zeros = tf.zeros(tf.shape(values), values.dtype)
+        with tf.control_dependencies([values]):  # cleared once they are read
+            cleared = [residual.scatter_nd_update(sent, zeros)]
+            if self.momentum and self.momentum_masking:
+                cleared.append(momentum.scatter_nd_update(sent, zeros))
+        with tf.control_dependencies(cleared):  # sending them clears them
+            values, indices = tf.identity(values), tf.identity(indices)
         slices = tf.IndexedSlices(values, tf.cast(indices, tf.int64),
                                   tf.constant([numel], tf.int64))
         return slices, tensor.shape
@@ -75,15 +83,30 @@ class TopKCompressor(TopKCompressorBase):
             return tensor
         return tf.reshape(tf.convert_to_tensor(tensor), ctx)
 
+    def residual(self, key):
+        """What key's gradients have not sent yet (flattened) in the current graph (eagerly:
+        the only one), or None before its first."""
+        return self._residuals.get(_scoped(key))
+
+    def momentum_buffer(self, key):
+        """key's momentum u (flattened) in the current graph, or None."""
+        return self._momenta.get(_scoped(key))
+
     @staticmethod
     def _state(states, key, flat):
+        key = _scoped(key)
         state = states.get(key)
         if state is None:
-            with tf.init_scope():
-                state = states[key] = tf.Variable(tf.zeros(flat.shape, flat.dtype),
-                                                  trainable=False)
+            state = states[key] = state_variable(lambda: tf.zeros(flat.shape, flat.dtype),
+                                                 "zen_topk_state")
         elif state.shape != flat.shape or state.dtype != flat.dtype:
             raise ValueError("Compression.topk: the gradient %r changed from %s %s to %s %s"
                              % (key, state.dtype.name, state.shape, flat.dtype.name,
                                 flat.shape))
         return state
+
+
+def _scoped(key):
+    """key, eagerly; (the graph, key) in a TensorFlow 1 graph: its variables live there."""
+    graph = graph_key()
+    return key if graph is None else (graph, key)

@@ -115,10 +115,11 @@ def ms(us):
 
 def expand_paths(paths):
     """A path that does not exist but has per-rank siblings (trace.json -> trace.rank0.json,
-    trace.rank1.json, ...) stands for all of them, in rank order."""
+    trace.rank1.json, ...) stands for all of them, in rank order; so does one that is zenrun's
+    link to its rank 0 sibling (HOROVOD_TIMELINE's path, runner/horovod_timeline.py)."""
     out = []
     for p in paths:
-        if os.path.exists(p):
+        if os.path.exists(p) and not _is_rank0_link(p):
             out.append(p)
             continue
         base, ext = os.path.splitext(p)
@@ -137,6 +138,14 @@ def expand_paths(paths):
 
         out.extend(sorted(found, key=key))
     return out
+
+
+def _is_rank0_link(path):
+    if not os.path.islink(path):
+        return False
+    target = os.readlink(path)
+    found = RANK_IN_PATH_RE.search(target)
+    return os.sep not in target and found is not None and int(found.group(1)) == 0
 
 
 def _read_text(path):

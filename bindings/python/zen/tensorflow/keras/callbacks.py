@@ -12,6 +12,10 @@
 - LearningRateWarmupCallback: lr from initial_lr / size to initial_lr over warmup_epochs,
   per batch: initial_lr / size * (e * (size - 1) / warmup_epochs + 1), e = epoch + (batch +
   1) / steps_per_epoch.
+- BestModelCheckpoint(monitor, verbose, save_weights_only, mode, save_freq): Keras's
+  ModelCheckpoint with save_best_only=True (a save only when the monitored value improves),
+  on rank 0 only. Horovod's takes no filepath (its Spark and Ray estimators set the attribute
+  before training); here filepath= may follow its arguments, else set .filepath.
 
 Momentum correction: Horovod scales the optimizer's momentum by new_lr / old_lr for the batch
 after a change. Keras 3 optimizers keep momentum as a Python float that the compiled train
@@ -164,6 +168,37 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
         if epoch == self.end_epoch - 1 and self.verbose > 0 and rank() == 0:
             print("\nEpoch %d: finished gradual learning rate warmup to %g." %
                   (epoch + 1, self._lr()))
+
+
+class BestModelCheckpoint(keras.callbacks.ModelCheckpoint):
+    """Saves the model (or its weights) to filepath when the monitored value improves on the
+    best so far, on rank 0 only: the ranks hold the same weights, and one file written by
+    several ranks at once could be torn. List MetricAverageCallback before it when the value
+    differs between ranks, so that rank 0 judges the global one."""
+
+    def __init__(self, monitor="val_loss", verbose=0, save_weights_only=False, mode="auto",
+                 save_freq="epoch", filepath=None):
+        # Keras checks the file name's suffix: a stand-in until filepath is set.
+        stand_in = "best.weights.h5" if save_weights_only else "best.keras"
+        super().__init__(filepath=stand_in if filepath is None else filepath, monitor=monitor,
+                         verbose=verbose, save_best_only=True,
+                         save_weights_only=save_weights_only, mode=mode, save_freq=save_freq)
+        if filepath is None:
+            self.filepath = None
+
+    def on_train_begin(self, logs=None):
+        if self.filepath is None:
+            raise ValueError("BestModelCheckpoint needs a filepath: pass filepath= or set its "
+                             "filepath attribute before training (Horovod's estimators do)")
+        super().on_train_begin(logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if rank() == 0:
+            super().on_train_batch_end(batch, logs)
+
+    def on_epoch_end(self, epoch, logs=None):
+        if rank() == 0:
+            super().on_epoch_end(epoch, logs)
 
 
 def _momentum_buffers(optimizer):
