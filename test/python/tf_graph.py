@@ -4,7 +4,7 @@ broadcast_global_variables, BroadcastGlobalVariablesHook in a MonitoredTrainingS
 broadcast_object_fn(session=), broadcast_object / allgather_object in the default session,
 zen.tensorflow.keras.broadcast_global_variables and DistributedOptimizer of a TensorFlow 1
 optimizer (with backward_passes_per_step and op=Adasum against hand-computed values, with
-Compression.topk against dgc_reference.py, in two graphs),
+Compression.topk against dgc_reference.py, in two graphs; two of them in one session.run),
 zen.tensorflow.elastic.TensorFlowState in a session and run recovering from a failure there.
 
     tools/zenrun -np N .venv-tf/bin/python tf_graph.py [CHECK ...]
@@ -160,6 +160,33 @@ def distributed_optimizer_of_a_tf1_optimizer():
         locking = hvd.DistributedOptimizer(
             tf.compat.v1.train.GradientDescentOptimizer(1.0), "Locked", True)
     assert locking._use_locking is True and locking.get_name() == "Locked"
+
+
+@check
+def two_optimizers_in_one_session_run():
+    """Two DistributedOptimizers of the same class (a GAN's generator and discriminator), each
+    training its own variable, run in one session.run three times: each step moves each
+    variable by the average of the ranks' gradients, 2 (r + 1) v, so v becomes
+    v0 (1 - 0.1 (size + 1))^3. Their gradient lists run at once, so their names must differ
+    (they were both DistributedOptimizer.GradientDescentOptimizer.0: "already in flight")."""
+    rank, size = hvd.rank(), hvd.size()
+    with tf.Graph().as_default():
+        a = tf.compat.v1.Variable(np.array([1, 2], np.float32), name="a")
+        b = tf.compat.v1.Variable(np.array([3], np.float32), name="b")
+        trains = []
+        for v in (a, b):
+            loss = tf.reduce_sum(v * v) * (rank + 1)
+            optimizer = hvd.DistributedOptimizer(
+                tf.compat.v1.train.GradientDescentOptimizer(0.1))
+            trains.append(optimizer.minimize(loss, var_list=[v]))
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            for _ in range(3):
+                session.run(trains)
+            got_a, got_b = session.run([a, b])
+    factor = (1 - 0.1 * (size + 1)) ** 3
+    assert np.allclose(got_a, np.array([1, 2]) * factor), got_a
+    assert np.allclose(got_b, np.array([3]) * factor), got_b
 
 
 @check

@@ -11,22 +11,11 @@ import tensorflow as tf
 from zen.common import basics
 from zen.common import objects
 from zen.common.process_sets import global_process_set, process_set_id, set_size
-from zen.tensorflow.mpi_ops import allgather, broadcast
-
-
-def _group_prefix(kind):
-    """The names' prefix of one group of broadcasts. In a graph (a tf.function's, or
-    TensorFlow 1's), one unique per group: Horovod's examples broadcast the model's and then
-    the optimizer's variables in one tf.function, and both groups run at once. Every rank
-    builds the same graph, so the same names. Eagerly, each group completes before the
-    next starts."""
-    if tf.executing_eagerly():
-        return kind
-    return tf.compat.v1.get_default_graph().unique_name(kind)
+from zen.tensorflow.mpi_ops import allgather, broadcast, group_prefix
 
 
 def _broadcast_group(variables, root_rank, process_set):
-    prefix = _group_prefix("variables")
+    prefix = group_prefix("variables")
     return tf.group(*[v.assign(broadcast(v, root_rank, name="%s.%d" % (prefix, i),
                                          process_set=process_set))
                       for i, v in enumerate(variables)])
@@ -56,7 +45,7 @@ def broadcast_(variables, root_rank, name=None, process_set=global_process_set):
     root_rank is the root's rank in the job); returns the variables. Eagerly or in a
     tf.function."""
     variables = list(variables)
-    prefix = "broadcast_." + (name or _group_prefix("noname"))
+    prefix = "broadcast_." + (name or group_prefix("noname"))
     for i, v in enumerate(variables):
         v.assign(broadcast(v, root_rank, name="%s.%d" % (prefix, i), process_set=process_set))
     return variables

@@ -17,7 +17,7 @@ from zen.common.basics import Adasum, Average, Sum, check_op
 from zen.common.compression import check_topk_called
 from zen.tensorflow.adasum_optimizer import check_adasum_arguments, dense_gradient
 from zen.tensorflow.compression import Compression, TopKCompressor
-from zen.tensorflow.mpi_ops import allreduce
+from zen.tensorflow.mpi_ops import allreduce, group_prefix
 
 _cache = {}
 
@@ -79,7 +79,8 @@ def make_allreduce_grads_fn(prefix, op=Average, compression=Compression.none,
         return _cache[key]
 
     def allreduce_grads(grads):
-        return [_reduce_one(g, "%s.%d" % (prefix, i), op, compression, sparse_as_dense,
+        names = group_prefix(prefix)
+        return [_reduce_one(g, "%s.%d" % (names, i), op, compression, sparse_as_dense,
                             gradient_predivide_factor, process_set)
                 for i, g in enumerate(grads)]
 

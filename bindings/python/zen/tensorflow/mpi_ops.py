@@ -110,6 +110,21 @@ def _normalize_name(name):
     return re.sub("[^a-zA-Z0-9_]", "_", name)
 
 
+def group_prefix(prefix):
+    """The names' prefix of one group of operations built together (a list of gradients, a
+    list of variables to broadcast). In a graph (a tf.function's, or TensorFlow 1's), one
+    unique per group (prefix, prefix_1, ...): two groups of a graph may run at once (two
+    optimizers' train ops in one session.run; the model's and the optimizer's broadcasts in
+    one tf.function), and each name may be in flight once. Every rank builds the same graph,
+    so the same names; the current name scope does not enter them. Eagerly, each group
+    completes before the next starts."""
+    if tf.executing_eagerly():
+        return prefix
+    graph = tf.compat.v1.get_default_graph()
+    with graph.name_scope(None):
+        return graph.unique_name(prefix)
+
+
 def _name(kind, name, tensor):
     if name:
         return "%s.%s" % (kind, name)
