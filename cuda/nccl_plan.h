@@ -89,8 +89,8 @@ Status checkNcclVersion(int loadedCode, int builtCode);
 Status checkNcclVersions(const std::vector<int>& loadedByRank, int builtCode);
 
 // Collective over the control channel, before the unique id: each rank's loaded version goes
-// to every rank (an allgatherv of 4 bytes), then checkNcclVersions. A rank that refused its own
-// version alone used to leave its peers in ncclCommInitRank until their timeout; now they all
+// to every rank (an allgatherv of 4 bytes), then checkNcclVersions: a rank refusing its own
+// version alone would leave its peers in ncclCommInitRank until their timeout; this way they all
 // fail at once, naming it. A transport failure is returned as is.
 Status agreeOnNcclVersion(ops::Transport& bootstrap, int loadedCode, int builtCode);
 
