@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -44,6 +45,15 @@ Status cudaError(cudaError_t err, const std::string& what) {
 cudaEvent_t readyEventOf(const TensorEntry& e) {
   if (e.deviceState) return static_cast<cudaEvent_t>(e.deviceState.get());
   return static_cast<cudaEvent_t>(e.ready.event);
+}
+
+// The tensor of the first of `events` not completed yet, "" when none has (or a query failed:
+// the completion event's poll reports that).
+std::string firstPendingInput(const std::vector<cudaEvent_t>& events,
+                              const std::vector<std::string>& names) {
+  size_t done = 0;
+  Status failure;
+  return queryEvents(events, &done, &failure) == PollState::kPending ? names[done] : "";
 }
 
 std::string bucketWhat(const Response& r) {
@@ -117,18 +127,32 @@ struct CudaExecutor::Impl {
       // below as well: nothing in CUDA ends it short of the process's exit.
       (void)waitStream(stream, options.timeoutSeconds, "the CUDA executor's shutdown");
       (void)cudaStreamDestroy(stream);
+#ifdef ZEN_HAVE_NCCL
+      // Before the buffers: a communicator failed without an abort (markStuck) may still hold
+      // a collective of an input once stuck, now running unmatched; its abort ends it, the
+      // buffers' cudaFree would wait for it.
+      comm.reset();
+#endif
     }
   }
 
   Status ensureDevice(int index);
-  // The stream waits on every entry's ready event (no host wait); keeps them in `ready`.
+  // The stream waits on every entry's ready event (no host wait); keeps them in `ready`, their
+  // tensors in `readyNames`.
   Status waitReady(const std::vector<TensorEntry*>& entries);
   // On the host, bounded, before the bucket's first wait for its stream (sparse buckets, a
   // buffer's growth): those ready events. A stream wait's timeout aborts the communicator, and
   // ncclCommAbort's frees wait for every kernel on the device (NVIDIA/nccl#829): behind a
   // framework kernel that never ends, the bucket would fail only once it does. This kTimeout
-  // leaves the communicator alone.
+  // leaves the communicator alone, and marks the stream stuck (markStuck).
   Status waitInputs();
+  // The stream waits behind an input that was never ready (waitInputs, or a dense bucket's
+  // finalizer timeout: Finalizer::Fault::kInputs), and a dense bucket's collective may sit
+  // there unmatched: the communicator fails without an abort (NcclComm::requestFail), so the
+  // loop's current or next NCCL wait or call returns kAborted naming `why` at once, instead of
+  // timing out behind it and aborting, which would block behind the framework's kernel. From
+  // any thread.
+  void markStuck(const Status& why);
   // Each runs one bucket on the stream; *async: the work is still queued when it returns.
   Status allreduce(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
   Status broadcast(const Response& r, const std::vector<TensorEntry*>& e, bool* async);
@@ -163,9 +187,10 @@ struct CudaExecutor::Impl {
   const CudaExecutorOptions options;
   int device = -1;
   cudaStream_t stream = nullptr;
-  std::vector<cudaEvent_t> ready;  // the current bucket's inputs' ready events (waitReady)
-  DeviceBuffer fusion;             // dense buckets; a fused sparse bucket's dense result
-  DeviceBuffer sparseIndices;      // a fused sparse bucket's input
+  std::vector<cudaEvent_t> ready;       // the current bucket's inputs' ready events (waitReady)
+  std::vector<std::string> readyNames;  // their tensors
+  DeviceBuffer fusion;                  // dense buckets; a fused sparse bucket's dense result
+  DeviceBuffer sparseIndices;           // a fused sparse bucket's input
   DeviceBuffer sparseValues;
   DeviceBuffer gatherBuffer;  // an allgather bucket: every rank's segment (device_bucket.h)
 #ifdef ZEN_HAVE_NCCL
@@ -202,20 +227,33 @@ Status CudaExecutor::Impl::ensureDevice(int index) {
 
 Status CudaExecutor::Impl::waitReady(const std::vector<TensorEntry*>& entries) {
   ready.clear();
+  readyNames.clear();
   for (const TensorEntry* e : entries) {
     if (e == nullptr) continue;
     const cudaEvent_t ev = readyEventOf(*e);
     if (ev == nullptr) continue;
     ready.push_back(ev);
+    readyNames.push_back(e->request.name);
     ZEN_CHECK_CUDA(cudaStreamWaitEvent(stream, ev, 0));
   }
   return Status::ok();
 }
 
 Status CudaExecutor::Impl::waitInputs() {
-  return waitEvents(ready, options.timeoutSeconds,
-                    fmt::format("rank {}: the framework's work on the inputs (their ready events)",
-                                bootstrap.rank()));
+  const Status s =
+      waitEvents(ready, options.timeoutSeconds,
+                 fmt::format("rank {}: the framework's work on the inputs (their ready events)",
+                             bootstrap.rank()));
+  if (s.code() == StatusCode::kTimeout) markStuck(s);
+  return s;
+}
+
+void CudaExecutor::Impl::markStuck(const Status& why) {
+#ifdef ZEN_HAVE_NCCL
+  if (comm) comm->requestFail(why);
+#else
+  (void)why;
+#endif
 }
 
 Status CudaExecutor::Impl::fuseIn(std::vector<CopyJob> in,
@@ -620,6 +658,12 @@ void CudaExecutor::submit(const Response& response,
     return;
   }
   const std::string what = bucketWhat(response);
+  // The ready events are queried at the deadline: accept()'s are kept here till the item ends
+  // (the framework keeps its own until the handles end).
+  std::vector<std::shared_ptr<void>> owned;
+  for (const TensorEntry* e : entries) {
+    if (e != nullptr && e->deviceState) owned.push_back(e->deviceState);
+  }
   m.finalizer.add(
       what,
       [event, what, device = m.device](Status* error) {
@@ -635,15 +679,22 @@ void CudaExecutor::submit(const Response& response,
                                                      cudaGetErrorString(q), cudaGetErrorName(q)));
         return Finalizer::State::kFailed;
       },
-      [event, done, start, report = std::move(report), impl = &m](const Status& s) mutable {
+      [ready = m.ready, names = m.readyNames, owned = std::move(owned), device = m.device] {
+        (void)owned;  // kept alive, not read
+        (void)cudaSetDevice(device);
+        return firstPendingInput(ready, names);
+      },
+      [event, done, start, report = std::move(report), impl = &m](const Status& s,
+                                                                  Finalizer::Fault fault) mutable {
         // Fired: back to the pool. Timed out (maybe still pending) or failed: destroyed.
         impl->events.release(event, s.isOk());
+        // An input never ready: the communicator fails without an abort (markStuck), which
+        // would wait for the framework's kernel.
+        if (fault == Finalizer::Fault::kInputs) impl->markStuck(s);
 #ifdef ZEN_HAVE_NCCL
         // A hung collective (timeout) or a dead device: the loop thread aborts the
         // communicator at its next NCCL call or wait (NcclComm::requestAbort).
-        if (!s.isOk() && impl->comm) impl->comm->requestAbort(s);
-#else
-        (void)impl;
+        if (fault == Finalizer::Fault::kDevice && impl->comm) impl->comm->requestAbort(s);
 #endif
         report.phases.push_back(ExecPhase{"CUDA", start, Clock::now()});
         done(s, std::move(report));

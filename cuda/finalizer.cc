@@ -18,12 +18,13 @@ Finalizer::~Finalizer() {
   thread_.join();
 }
 
-void Finalizer::add(std::string what, Poll poll, Done done) {
+void Finalizer::add(std::string what, Poll poll, PendingInput pendingInput, Done done) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout_);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    items_.push_back(Item{std::move(what), std::move(poll), std::move(done), deadline});
+    items_.push_back(
+        Item{std::move(what), std::move(poll), std::move(pendingInput), std::move(done), deadline});
   }
   cv_.notify_all();
 }
@@ -49,6 +50,7 @@ void Finalizer::run() {
     lock.unlock();
     // The head item first: the stream ends work in order, so later items wait behind it.
     Status status;
+    Fault fault = Fault::kNone;
     for (;;) {
       Status error;
       const State state = item.poll(&error);
@@ -56,22 +58,43 @@ void Finalizer::run() {
       if (state == State::kFailed) {
         status =
             error.isOk() ? Status(StatusCode::kInternal, item.what + ": the device failed") : error;
+        fault = Fault::kDevice;
         break;
       }
       if (std::chrono::steady_clock::now() >= item.deadline) {
-        status = ZEN_ERROR(StatusCode::kTimeout,
-                           "{}: the device did not finish within {} s (a hung collective, or a "
-                           "peer that never joined it)",
-                           item.what, timeout_.count());
+        status = timedOut(item, &fault);
         break;
       }
       std::this_thread::sleep_for(pollInterval_);
     }
-    item.done(status);
+    item.done(status, fault);
     lock.lock();
     busy_ = false;
     cv_.notify_all();
   }
+}
+
+Status Finalizer::timedOut(const Item& item, Fault* fault) {
+  *fault = Fault::kInputs;
+  if (!stuck_.empty()) {
+    return ZEN_ERROR(StatusCode::kTimeout,
+                     "{}: not run within {} s: it queues on the stream behind {}, which was never "
+                     "ready (the framework's work on it has not finished)",
+                     item.what, timeout_.count(), stuck_);
+  }
+  const std::string input = item.pendingInput ? item.pendingInput() : std::string();
+  if (!input.empty()) {
+    stuck_ = fmt::format("the input '{}' of {}", input, item.what);
+    return ZEN_ERROR(StatusCode::kTimeout,
+                     "{}: its input '{}' was not ready within {} s (its ready event: the "
+                     "framework's work on it has not finished), so none of its collective ran",
+                     item.what, input, timeout_.count());
+  }
+  *fault = Fault::kDevice;
+  return ZEN_ERROR(StatusCode::kTimeout,
+                   "{}: the device did not finish within {} s (a hung collective, or a peer that "
+                   "never joined it)",
+                   item.what, timeout_.count());
 }
 
 }  // namespace zen::cuda

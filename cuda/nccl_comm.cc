@@ -113,7 +113,9 @@ struct NcclComm::Impl {
   PinnedBuffer hostCounts;                  // pinned uint64 [2 n]
   std::atomic<bool> abortRequested{false};  // requestAbort(), from any thread
   std::mutex abortMu;
-  Status abortReason;  // guarded by abortMu
+  Status abortReason;     // guarded by abortMu
+  bool failOnly = false;  // guarded by abortMu: requestFail's request
+  bool keepComm = false;  // driving thread: failed by requestFail, aborted when destroyed
   std::unique_ptr<std::atomic<uint64_t>[]> sent;
   std::unique_ptr<std::atomic<uint64_t>[]> received;
 
@@ -127,10 +129,10 @@ struct NcclComm::Impl {
     for (int p = 0; p < size; ++p) sent[p] = received[p] = 0;
   }
 
-  // Aborts the communicator (once) and remembers why.
+  // Aborts the communicator (once; not after requestFail) and remembers why.
   Status fail(Status why) {
     if (failure.isOk()) failure = why;
-    if (comm != nullptr) {
+    if (comm != nullptr && !keepComm) {
       ncclCommAbort(comm);
       comm = nullptr;
     }
@@ -155,26 +157,49 @@ struct NcclComm::Impl {
                        file, line));
   }
 
-  // The loaded libnccl against nccl.h (nccl_plan.h's checkNcclVersion); a refusal is this
-  // communicator's failure, so every later call names it.
-  Status checkVersion(int loaded) {
+  // Every rank's loaded libnccl against nccl.h and each other (nccl_plan.h's
+  // agreeOnNcclVersion, over the bootstrap transport), before the unique id: one rank's refusal
+  // is every rank's at once. A refusal is this communicator's failure, so later calls name it.
+  Status agreeOnVersion() {
+    int loaded = 0;
+    if (ncclGetVersion(&loaded) != ncclSuccess) loaded = 0;  // the peers learn it too
     if (options.logger) {
       options.logger->info("rank {}: NCCL {} loaded (built with {})", rank,
                            decodeNcclVersion(loaded).toString(),
                            decodeNcclVersion(NCCL_VERSION_CODE).toString());
     }
-    const Status s = checkNcclVersion(loaded, NCCL_VERSION_CODE);
+    const Status s = agreeOnNcclVersion(bootstrap, loaded, NCCL_VERSION_CODE);
     if (s.isOk()) return s;
-    return fail(ZEN_ERROR(s.code(), "rank {}: {}", rank, s.message()));
+    return fail(ZEN_ERROR(s.code(), "rank {}: checking the NCCL versions: {}", rank, s.message()));
   }
 
-  // Acts on requestAbort() (driving thread only).
+  // requestAbort() and requestFail(), from any thread.
+  void request(const Status& why, bool onlyFail) {
+    {
+      std::lock_guard<std::mutex> lock(abortMu);
+      if (abortRequested.load()) return;  // the first reason wins
+      abortReason = why;
+      failOnly = onlyFail;
+    }
+    abortRequested.store(true, std::memory_order_release);
+  }
+
+  // Acts on requestAbort() and requestFail() (driving thread only).
   Status honourAbortRequest() {
     if (!abortRequested.load(std::memory_order_acquire)) return Status::ok();
     Status why;
+    bool onlyFail = false;
     {
       std::lock_guard<std::mutex> lock(abortMu);
       why = abortReason;
+      onlyFail = failOnly;
+    }
+    if (onlyFail) {
+      keepComm = true;
+      return fail(ZEN_ERROR(StatusCode::kAborted,
+                            "rank {}: NCCL communicator failed on request (not aborted: that "
+                            "would wait for the work it queues behind): {}",
+                            rank, why.toString()));
     }
     return fail(ZEN_ERROR(StatusCode::kAborted, "rank {}: NCCL communicator aborted on request: {}",
                           rank, why.toString()));
@@ -257,6 +282,13 @@ NcclComm::NcclComm(ops::Transport& bootstrap, NcclCommOptions options)
 NcclComm::~NcclComm() {
   if (impl_ == nullptr || impl_->comm == nullptr) return;
   cudaSetDevice(impl_->options.deviceIndex);
+  if (impl_->failure.isOk()) (void)impl_->honourAbortRequest();  // one never acted on
+  if (impl_->comm == nullptr) return;
+  if (impl_->keepComm) {  // failed by requestFail: its work may never run
+    ncclCommAbort(impl_->comm);
+    impl_->comm = nullptr;
+    return;
+  }
   // Finalize flushes outstanding work; if it fails or does not finish in time (waitIssued
   // then aborts the communicator), nothing is left to destroy.
   ncclComm_t comm = impl_->comm;
@@ -299,9 +331,7 @@ Status NcclComm::init() {
   ZEN_RETURN_IF_ERROR(m->hostCounts.reserve(countBytes));
 
   // Before any other NCCL call: an older libnccl than the headers may lack what they declare.
-  int loaded = 0;
-  ZEN_CHECK_NCCL(m, ncclGetVersion(&loaded));
-  ZEN_RETURN_IF_ERROR(m->checkVersion(loaded));
+  ZEN_RETURN_IF_ERROR(m->agreeOnVersion());
 
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
@@ -324,6 +354,8 @@ Status NcclComm::init() {
 
 void NcclComm::abort(const Status& why) {
   Impl* m = impl_.get();
+  // A pending requestFail wins: its failure keeps the communicator, whose abort would block.
+  if (m->failure.isOk()) (void)m->honourAbortRequest();
   if (!m->failure.isOk()) return;
   (void)cudaSetDevice(m->options.deviceIndex);
   (void)m->fail(ZEN_ERROR(StatusCode::kAborted, "rank {}: NCCL communicator aborted: {}", m->rank,
@@ -531,12 +563,11 @@ Status NcclComm::broadcast(void* data, size_t bytes, int root, cudaStream_t stre
 }
 
 void NcclComm::requestAbort(const Status& why) {
-  {
-    std::lock_guard<std::mutex> lock(impl_->abortMu);
-    if (impl_->abortRequested.load()) return;  // the first reason wins
-    impl_->abortReason = why;
-  }
-  impl_->abortRequested.store(true, std::memory_order_release);
+  impl_->request(why, false);
+}
+
+void NcclComm::requestFail(const Status& why) {
+  impl_->request(why, true);
 }
 
 ops::TransportCounters NcclComm::counters() const {

@@ -10,13 +10,14 @@
 //   numbers. Work is enqueued on the caller's `stream` (created on that device). Each method
 //   makes that device current on the calling thread.
 // - Collectives are called by every rank in the same order, by one thread at a time per comm.
-// - Creation is lazy: the first call (or init()) creates the communicator. It first refuses
-//   (kFailedPrecondition) a loaded libnccl whose major.minor is older than the headers'
-//   (checkNcclVersion, nccl_plan.h): the GPU machine may load another NCCL (the toolkit's,
-//   PyTorch's wheel) than the one Zen was built against. Then rank 0 makes the
-//   ncclUniqueId and sends it to the others with bootstrap.broadcast (the host control
-//   channel / TCP / MPI / in-process transport the runtime already has). The bootstrap
-//   transport is used only then, and must outlive that call.
+// - Creation is lazy: the first call (or init()) creates the communicator. The ranks first
+//   allgather their loaded libnccl versions over `bootstrap` (agreeOnNcclVersion, nccl_plan.h)
+//   and every rank refuses (kFailedPrecondition, naming the rank and versions) one older than
+//   2.14, of another major than the headers', or versions that differ across ranks: the GPU
+//   machine may load another NCCL (the toolkit's, PyTorch's wheel) than the one Zen was built
+//   against. Then rank 0 makes the ncclUniqueId and sends it to the others with
+//   bootstrap.broadcast (the host control channel / TCP / MPI / in-process transport the
+//   runtime already has). The bootstrap transport is used only then, and must outlive it.
 // - The communicator is non-blocking (NCCL's fault-tolerance mode): nothing here waits without
 //   a bound. Methods marked "waits" poll cudaStreamQuery and ncclCommGetAsyncError until the
 //   stream is done or options.timeoutSeconds has passed; on a timeout (kTimeout) or an NCCL
@@ -96,10 +97,17 @@ class NcclComm {
   // stuck on the GPU) and returns kAborted with `why`. Only the driving thread touches NCCL.
   void requestAbort(const Status& why);
 
+  // From any thread, like requestAbort, but the driving thread only fails the communicator
+  // (kAborted with `why` from its current wait and every later call), without ncclCommAbort:
+  // work of it queues on a stream behind a framework's kernel that never ends (an input never
+  // ready), and ncclCommAbort's frees would wait for that kernel (NVIDIA/nccl#829). The
+  // destructor aborts it. The first request, of either kind, wins.
+  void requestFail(const Status& why);
+
   // On the driving thread: aborts the communicator now (ncclCommAbort ends its kernels stuck on
   // the GPU), e.g. after a kernel wrapper's own bounded stream wait (stream_wait.h) timed out
   // behind them (gpuSparseAllreduce). Later calls return kAborted with `why`. A no-op once it has
-  // failed.
+  // failed; a pending request (requestAbort, requestFail) is honoured instead.
   void abort(const Status& why);
 
   // Counts first: sendCounts[p] (host, size() entries) goes to rank p; (*recvCounts)[p]

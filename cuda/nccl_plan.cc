@@ -1,6 +1,7 @@
 #include "cuda/nccl_plan.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace zen::cuda {
@@ -125,6 +126,41 @@ Status checkNcclVersion(int loadedCode, int builtCode) {
                    "the NCCL library loaded is {} and Zen (built with NCCL {}) needs NCCL {}.{} "
                    "or newer of major version {}; load one (LD_LIBRARY_PATH)",
                    loaded.toString(), built.toString(), least.major, least.minor, built.major);
+}
+
+Status checkNcclVersions(const std::vector<int>& loadedByRank, int builtCode) {
+  for (size_t r = 0; r < loadedByRank.size(); ++r) {
+    if (loadedByRank[r] == 0) {
+      return ZEN_ERROR(StatusCode::kFailedPrecondition,
+                       "rank {} could not read the version of its NCCL library (ncclGetVersion "
+                       "failed)",
+                       r);
+    }
+    const Status own = checkNcclVersion(loadedByRank[r], builtCode);
+    if (!own.isOk()) return ZEN_ERROR(own.code(), "on rank {}, {}", r, own.message());
+  }
+  for (size_t r = 1; r < loadedByRank.size(); ++r) {
+    if (loadedByRank[r] == loadedByRank[0]) continue;
+    return ZEN_ERROR(StatusCode::kFailedPrecondition,
+                     "the ranks load different NCCL libraries: rank 0 {}, rank {} {}; NCCL needs "
+                     "the same version on every rank (load one; LD_LIBRARY_PATH)",
+                     decodeNcclVersion(loadedByRank[0]).toString(), r,
+                     decodeNcclVersion(loadedByRank[r]).toString());
+  }
+  return Status::ok();
+}
+
+Status agreeOnNcclVersion(ops::Transport& bootstrap, int loadedCode, int builtCode) {
+  const int32_t mine = loadedCode;
+  std::vector<ops::ByteVector> gathered;
+  ZEN_RETURN_IF_ERROR(bootstrap.allgatherv(&mine, sizeof(mine), &gathered));
+  std::vector<int> loaded(gathered.size(), 0);
+  for (size_t r = 0; r < gathered.size(); ++r) {
+    int32_t code = 0;  // a malformed message reads as "no version": refused, named
+    if (gathered[r].size() == sizeof(code)) std::memcpy(&code, gathered[r].data(), sizeof(code));
+    loaded[r] = code;
+  }
+  return checkNcclVersions(loaded, builtCode);
 }
 
 }  // namespace zen::cuda

@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "cuda/bounded_wait.h"
+#include "ops/transport.h"
 
 namespace zen::cuda {
 
@@ -78,5 +79,19 @@ inline constexpr int kLeastNcclVersion = 21400;
 // the headers is not refused: a GPU machine's framework (torch's NCCL wheel) decides which
 // libnccl a process loads.
 Status checkNcclVersion(int loadedCode, int builtCode);
+
+// Every rank's loaded libnccl (index = rank; 0: that rank could not read it) against the
+// headers: the lowest rank that checkNcclVersion refuses (or that has no version), named with
+// its version; else, when two ranks load different versions, those two. NCCL refuses them too,
+// but only inside ncclCommInitRank (ncclInvalidUsage, "Mismatched NCCL version", any
+// difference, patch included), after every rank has joined it: here every rank reaches the same
+// verdict before any NCCL call. kFailedPrecondition.
+Status checkNcclVersions(const std::vector<int>& loadedByRank, int builtCode);
+
+// Collective over the control channel, before the unique id: each rank's loaded version goes
+// to every rank (an allgatherv of 4 bytes), then checkNcclVersions: a rank refusing its own
+// version alone would leave its peers in ncclCommInitRank until their timeout; this way they all
+// fail at once, naming it. A transport failure is returned as is.
+Status agreeOnNcclVersion(ops::Transport& bootstrap, int loadedCode, int builtCode);
 
 }  // namespace zen::cuda

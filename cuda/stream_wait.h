@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "cuda/bounded_wait.h"
 
 namespace zen::cuda {
 
@@ -21,7 +22,12 @@ namespace zen::cuda {
 // kTimeout "<what> did not complete within T s".
 Status waitStream(cudaStream_t stream, double timeoutSeconds, const char* what);
 
-// The same over cudaEventQuery until every one of `events` (null ones skipped) has completed.
+// One look at events[*done] on (null ones skipped), *done moved past each that has completed:
+// kDone once every one has, kPending at the first that has not (events[*done]), kFailed with
+// the query's CUDA error (kInternal). Never waits.
+PollState queryEvents(const std::vector<cudaEvent_t>& events, size_t* done, Status* failure);
+
+// queryEvents polled (pollUntil) until every one of `events` has completed.
 Status waitEvents(const std::vector<cudaEvent_t>& events,
                   double timeoutSeconds,
                   const std::string& what);

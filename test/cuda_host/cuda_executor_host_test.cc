@@ -24,6 +24,7 @@ namespace zen::cuda {
 namespace {
 
 using State = Finalizer::State;
+using Fault = Finalizer::Fault;
 
 TEST(Finalizer, CompletesInOrderOnceEachEventIsDone) {
   Finalizer f(10.0);
@@ -34,8 +35,8 @@ TEST(Finalizer, CompletesInOrderOnceEachEventIsDone) {
   std::thread::id caller = std::this_thread::get_id();
   std::thread::id ranOn;
   f.add(
-      "first", [&](Status*) { return firstDone ? State::kDone : State::kPending; },
-      [&](const Status& s) {
+      "first", [&](Status*) { return firstDone ? State::kDone : State::kPending; }, nullptr,
+      [&](const Status& s, Fault) {
         EXPECT_TRUE(s.isOk());
         std::lock_guard<std::mutex> lock(mu);
         order.push_back(1);
@@ -43,8 +44,8 @@ TEST(Finalizer, CompletesInOrderOnceEachEventIsDone) {
       });
   // The second event is done at once, but the stream ends work in order: it waits behind.
   f.add(
-      "second", [&](Status*) { return State::kDone; },
-      [&](const Status& s) {
+      "second", [&](Status*) { return State::kDone; }, nullptr,
+      [&](const Status& s, Fault) {
         EXPECT_TRUE(s.isOk());
         std::lock_guard<std::mutex> lock(mu);
         order.push_back(2);
@@ -69,9 +70,14 @@ TEST(Finalizer, ReportsTheDevicesErrorAndGoesOn) {
         *error = Status(StatusCode::kAborted, "an illegal address");
         return State::kFailed;
       },
-      [&](const Status& s) { first = s; });
+      nullptr,
+      [&](const Status& s, Fault fault) {
+        first = s;
+        EXPECT_EQ(fault, Fault::kDevice);
+      });
   f.add(
-      "good", [](Status*) { return State::kDone; }, [&](const Status& s) { second = s; });
+      "good", [](Status*) { return State::kDone; }, nullptr,
+      [&](const Status& s, Fault) { second = s; });
   f.drain();
   EXPECT_EQ(first.code(), StatusCode::kAborted);
   EXPECT_EQ(first.message(), "an illegal address");
@@ -82,11 +88,71 @@ TEST(Finalizer, TimesOutAHungEvent) {
   Finalizer f(0.05);
   Status s;
   f.add(
-      "allreduce of 'x'", [](Status*) { return State::kPending; },
-      [&](const Status& st) { s = st; });
+      "allreduce of 'x'", [](Status*) { return State::kPending; }, nullptr,
+      [&](const Status& st, Fault fault) {
+        s = st;
+        EXPECT_EQ(fault, Fault::kDevice);  // no input named: the collective's own hang
+      });
   f.drain();
   EXPECT_EQ(s.code(), StatusCode::kTimeout);
   EXPECT_NE(s.message().find("allreduce of 'x'"), std::string::npos) << s.message();
+}
+
+// A bucket whose input's ready event never completed is the framework's fault (kInputs: no
+// abort), naming the input; the buckets queued behind it on the stream are too, naming it,
+// even though their own inputs were ready; each ends at its own deadline. One that ended
+// before it, and a hung one whose inputs were ready (its inputs are asked only at the deadline),
+// are kDevice.
+TEST(Finalizer, TellsAnInputNeverReadyFromAHungCollective) {
+  Finalizer f(0.05);
+  std::vector<Status> statuses(3);
+  std::vector<Fault> faults(3, Fault::kNone);
+  std::atomic<int> asked{0};
+  for (int i = 0; i < 3; ++i) {
+    f.add(
+        "allreduce of 't" + std::to_string(i) + "'", [](Status*) { return State::kPending; },
+        [i, &asked] {
+          ++asked;
+          return i == 1 ? std::string("w") : std::string();
+        },
+        [i, &statuses, &faults](const Status& s, Fault fault) {
+          statuses[static_cast<size_t>(i)] = s;
+          faults[static_cast<size_t>(i)] = fault;
+        });
+  }
+  f.drain();
+  EXPECT_EQ(faults, (std::vector<Fault>{Fault::kDevice, Fault::kInputs, Fault::kInputs}));
+  for (const Status& s : statuses) EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
+  EXPECT_NE(statuses[0].message().find("did not finish"), std::string::npos)
+      << statuses[0].toString();
+  EXPECT_NE(statuses[1].message().find("allreduce of 't1': its input 'w' was not ready"),
+            std::string::npos)
+      << statuses[1].toString();
+  EXPECT_NE(statuses[2].message().find("allreduce of 't2'"), std::string::npos)
+      << statuses[2].toString();
+  EXPECT_NE(statuses[2].message().find("behind the input 'w' of allreduce of 't1'"),
+            std::string::npos)
+      << statuses[2].toString();
+  EXPECT_EQ(asked.load(), 2);  // once per timeout, till one was stuck; never for the rest
+}
+
+TEST(Finalizer, AFinishedItemNeverAsksForItsInputs) {
+  Finalizer f(10.0);
+  Fault fault = Fault::kDevice;
+  bool asked = false;
+  f.add(
+      "x", [](Status*) { return State::kDone; },
+      [&] {
+        asked = true;
+        return std::string("w");
+      },
+      [&](const Status& s, Fault got) {
+        EXPECT_TRUE(s.isOk());
+        fault = got;
+      });
+  f.drain();
+  EXPECT_EQ(fault, Fault::kNone);
+  EXPECT_FALSE(asked);
 }
 
 TEST(Finalizer, DestructionEndsEveryItem) {
@@ -95,7 +161,8 @@ TEST(Finalizer, DestructionEndsEveryItem) {
     Finalizer f(10.0);
     for (int i = 0; i < 5; ++i) {
       f.add(
-          "x", [](Status*) { return State::kDone; }, [&](const Status&) { ++ended; });
+          "x", [](Status*) { return State::kDone; }, nullptr,
+          [&](const Status&, Fault) { ++ended; });
     }
   }
   EXPECT_EQ(ended.load(), 5);

@@ -5,7 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <mutex>
 #include <numeric>
+#include <vector>
+
+#include "test/ops/transport_harness.h"
 
 namespace zen::cuda {
 namespace {
@@ -132,6 +136,68 @@ TEST(NcclVersion, AllowsOlderThanTheHeadersDownToWhatZenNeeds) {
   EXPECT_TRUE(checkNcclVersion(22809, 22809).isOk());
   EXPECT_TRUE(checkNcclVersion(22900, 22809).isOk());
   EXPECT_TRUE(checkNcclVersion(21400, 21400).isOk());
+}
+
+// Every rank's verdict from every rank's version: the lowest bad rank named with its version,
+// else two ranks that differ (NCCL's init refuses any difference, patch included).
+TEST(NcclVersions, NameTheRankThatLoadsABadOneOrTwoThatDiffer) {
+  EXPECT_TRUE(checkNcclVersions({22703, 22703, 22703}, 22809).isOk());
+  EXPECT_TRUE(checkNcclVersions({22809}, 22809).isOk());
+  Status s = checkNcclVersions({22809, 22809, 21304, 2808}, 22809);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("rank 2"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("2.13.4"), std::string::npos) << s.message();
+  s = checkNcclVersions({22809, 0}, 22809);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("rank 1 could not read"), std::string::npos) << s.message();
+  s = checkNcclVersions({22809, 22809, 22807}, 22809);
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("rank 0 2.28.9, rank 2 2.28.7"), std::string::npos) << s.message();
+}
+
+// Real ranks over TCP (threads): one rank loads a too-old NCCL, and every rank fails at once
+// with the same message naming it, none waiting for a peer (the transport's bound is far above
+// what the test allows).
+TEST(NcclVersions, EveryRankRefusesOneRanksOldNcclAtOnce) {
+  constexpr int kRanks = 3;
+  std::mutex mu;
+  std::vector<Status> verdicts(kRanks);
+  const auto start = std::chrono::steady_clock::now();
+  ops::testing::RankOptions options;
+  options.timeoutSeconds = 60.0;
+  ops::testing::runRanks({ops::testing::Backend::kTcp, kRanks}, options, [&](ops::Transport& t) {
+    const int loaded = t.rank() == 1 ? 21304 : 22809;
+    const Status s = agreeOnNcclVersion(t, loaded, 22809);
+    std::lock_guard<std::mutex> lock(mu);
+    verdicts[static_cast<size_t>(t.rank())] = s;
+  });
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(took, 30.0);  // the transport's bound is 60 s: nobody waited for it
+  for (int r = 0; r < kRanks; ++r) {
+    const Status& s = verdicts[static_cast<size_t>(r)];
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << "rank " << r << ": " << s.toString();
+    EXPECT_NE(s.message().find("on rank 1"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("2.13.4"), std::string::npos) << s.message();
+    EXPECT_EQ(s.message(), verdicts[0].message());
+  }
+}
+
+TEST(NcclVersions, RanksThatAgreePassAndThoseThatDifferFailTogether) {
+  constexpr int kRanks = 2;
+  for (const int other : {22809, 22703}) {
+    std::mutex mu;
+    std::vector<Status> verdicts(kRanks);
+    ops::testing::runRanks({ops::testing::Backend::kTcp, kRanks}, {}, [&](ops::Transport& t) {
+      const Status s = agreeOnNcclVersion(t, t.rank() == 0 ? 22809 : other, 22809);
+      std::lock_guard<std::mutex> lock(mu);
+      verdicts[static_cast<size_t>(t.rank())] = s;
+    });
+    for (const Status& s : verdicts) {
+      EXPECT_EQ(s.isOk(), other == 22809) << s.toString();
+      if (!s.isOk()) EXPECT_NE(s.message().find("rank 1 2.27.3"), std::string::npos) << s.message();
+    }
+  }
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // GPU test (device only; tools/gpu-check): a stuck bucket through the CUDA executor of a
 // one-rank Runtime. The input's ready stream is held by a spinning kernel (spin_kernel.h), so
-// the executor's bounded host wait for the ready event never sees it complete: the handle must
-// fail with kTimeout within ZEN_TIMEOUT and a margin (not when the kernel ends: an
-// ncclCommAbort at that point would wait for it), the runtime then stops (a timeout breaks the
-// data plane), so a later post fails at once with kAborted naming the first error, and the
-// shutdown ends within the bound.
+// its ready event never completes: a sparse bucket's bounded host wait for it, or a dense
+// bucket's finalizer (its collective queued behind it on the daemon's stream; the finalizer
+// finds the ready event pending at the deadline), must fail the handle with kTimeout within
+// ZEN_TIMEOUT and a margin (not when the kernel ends: an ncclCommAbort at that point would wait
+// for it), the runtime then stops (a timeout breaks the data plane), so a later post fails at
+// once with kAborted naming the first error, and the shutdown ends within the bound.
 //
 // The timeout also bounds the NCCL communicator's creation, so one normal call of the same
 // shape comes first: it creates the communicator and sizes every buffer, and the stuck call
@@ -66,7 +67,9 @@ class SpinFlags {
   int* device_ = nullptr;
 };
 
-TEST(CudaExecutorTimeoutGpu, AStuckReadyStreamTimesOutAndTheRuntimeStops) {
+// dense: an in-place allreduce of a device tensor; else a sparse allreduce. `timedOut` is in
+// the handle's message and in the refusal of the next post.
+void stuckReadyStream(bool dense, const std::string& timedOut) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   Job gpu(1, testConfig({{"ZEN_TIMEOUT", std::to_string(kTimeout)}}));
   const SparseInput in = makeSparse(7, 5000, 4, 0.05);
@@ -76,13 +79,22 @@ TEST(CudaExecutorTimeoutGpu, AStuckReadyStreamTimesOutAndTheRuntimeStops) {
   view.indices = indices.data();
   view.values = values.data();
   view.device = Device::cuda(0);
+  DeviceArray<float> denseValues(in.values);  // the dense tensor: the same floats, 1-D
+  DenseView denseView;
+  denseView.data = denseValues.data();
+  denseView.shape = TensorShape({static_cast<int64_t>(in.values.size())});
+  denseView.device = Device::cuda(0);
   cudaStream_t user = nullptr;  // the framework's stream; non-blocking: no legacy-stream syncs
   ASSERT_EQ(cudaStreamCreateWithFlags(&user, cudaStreamNonBlocking), cudaSuccess);
   Handle warm;     // its result is device memory: freed after the release below
   SpinFlags spin;  // declared after the device memory: released before it is freed
+  auto op = [&](const std::string& name) {
+    return (dense ? TensorOp::allreduce(name, denseView, denseView, ReduceOp::kSum)
+                  : TensorOp::sparseAllreduce(name, view, ReduceOp::kSum))
+        .withReady({nullptr, user});
+  };
   auto post = [&](const std::string& name) {
-    auto h = gpu.rank(0).enqueue(
-        TensorOp::sparseAllreduce(name, view, ReduceOp::kSum).withReady({nullptr, user}));
+    auto h = gpu.rank(0).enqueue(op(name));
     EXPECT_TRUE(h.isOk()) << h.status().toString();
     return h.isOk() ? h.value() : Handle();
   };
@@ -109,8 +121,7 @@ TEST(CudaExecutorTimeoutGpu, AStuckReadyStreamTimesOutAndTheRuntimeStops) {
   const Status failed = stuck.wait(kSpinCap);
   ASSERT_TRUE(stuck.poll()) << "the stuck bucket never ended";
   EXPECT_EQ(failed.code(), StatusCode::kTimeout) << failed.toString();
-  EXPECT_NE(failed.message().find("did not complete within"), std::string::npos)
-      << failed.toString();
+  EXPECT_NE(failed.message().find(timedOut), std::string::npos) << failed.toString();
   EXPECT_NE(failed.message().find("'stuck'"), std::string::npos) << failed.toString();
   if (endedInTime) {
     EXPECT_GE(waited, kTimeout * 0.9);  // the bound, not an early error
@@ -122,18 +133,28 @@ TEST(CudaExecutorTimeoutGpu, AStuckReadyStreamTimesOutAndTheRuntimeStops) {
   // A timeout breaks the data plane: the runtime stops (core/runtime_loop.cc), so the next
   // post is refused, at enqueue or on its handle, at once and naming the first error.
   const auto after = std::chrono::steady_clock::now();
-  auto next = gpu.rank(0).enqueue(
-      TensorOp::sparseAllreduce("next", view, ReduceOp::kSum).withReady({nullptr, user}));
+  auto next = gpu.rank(0).enqueue(op("next"));
   const Status refused = next.isOk() ? waitFor(next.value(), kTimeout + kMargin) : next.status();
   EXPECT_EQ(refused.code(), StatusCode::kAborted) << refused.toString();
-  EXPECT_NE(refused.message().find("did not complete within"), std::string::npos)
-      << refused.toString();
+  EXPECT_NE(refused.message().find(timedOut), std::string::npos) << refused.toString();
   EXPECT_LT(secondsSince(after), kTimeout) << "the refusal waited for something";
 
   const auto closing = std::chrono::steady_clock::now();
   gpu.close();
   EXPECT_LT(secondsSince(closing), kTimeout + kMargin) << "the shutdown waited past its bound";
   EXPECT_EQ(cudaStreamDestroy(user), cudaSuccess);
+}
+
+TEST(CudaExecutorTimeoutGpu, AStuckReadyStreamTimesOutAndTheRuntimeStops) {
+  stuckReadyStream(false, "did not complete within");
+}
+
+// A dense bucket enqueues its collective behind the ready event without a host wait; the
+// finalizer's timeout finds the event pending and fails the communicator without an abort
+// (Finalizer::Fault::kInputs, NcclComm::requestFail). Once released, the kernel lets the queued
+// one-rank allreduce run, so the shutdown's waits end.
+TEST(CudaExecutorTimeoutGpu, ADenseBucketBehindAStuckReadyStreamFailsWithoutAnAbort) {
+  stuckReadyStream(true, "its input 'stuck' was not ready within");
 }
 
 }  // namespace
