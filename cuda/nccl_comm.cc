@@ -157,10 +157,11 @@ struct NcclComm::Impl {
                        file, line));
   }
 
-  // Every rank's loaded libnccl against nccl.h and each other (nccl_plan.h's
-  // agreeOnNcclVersion, over the bootstrap transport), before the unique id: one rank's refusal
-  // is every rank's at once. A refusal is this communicator's failure, so later calls name it.
-  Status agreeOnVersion() {
+  // Every rank's loaded libnccl against nccl.h and each other, and every rank's own setup
+  // (`local`), shared (nccl_plan.h's agreeOnNcclSetup, over the bootstrap transport) before the
+  // unique id: one rank's refusal is every rank's at once. A refusal is this communicator's
+  // failure, so later calls name it.
+  Status agreeOnSetup(const Status& local) {
     int loaded = 0;
     if (ncclGetVersion(&loaded) != ncclSuccess) loaded = 0;  // the peers learn it too
     if (options.logger) {
@@ -168,9 +169,9 @@ struct NcclComm::Impl {
                            decodeNcclVersion(loaded).toString(),
                            decodeNcclVersion(NCCL_VERSION_CODE).toString());
     }
-    const Status s = agreeOnNcclVersion(bootstrap, loaded, NCCL_VERSION_CODE);
+    const Status s = agreeOnNcclSetup(bootstrap, local, loaded, NCCL_VERSION_CODE);
     if (s.isOk()) return s;
-    return fail(ZEN_ERROR(s.code(), "rank {}: checking the NCCL versions: {}", rank, s.message()));
+    return fail(ZEN_ERROR(s.code(), "rank {}: setting up NCCL: {}", rank, s.message()));
   }
 
   // requestAbort() and requestFail(), from any thread.
@@ -326,20 +327,26 @@ Status NcclComm::init() {
   ZEN_CHECK_CUDA_COMM(m, cudaSetDevice(m->options.deviceIndex));
   if (m->comm != nullptr) return Status::ok();
 
+  // A failure from here to the id's broadcast reaches every rank through the exchanges below,
+  // never as one rank's early return that leaves its peers waiting for it.
   const size_t countBytes = 2 * static_cast<size_t>(m->size) * sizeof(uint64_t);
-  ZEN_RETURN_IF_ERROR(m->counts.reserve(countBytes));
-  ZEN_RETURN_IF_ERROR(m->hostCounts.reserve(countBytes));
+  Status local = m->counts.reserve(countBytes);
+  if (local.isOk()) local = m->hostCounts.reserve(countBytes);
 
   // Before any other NCCL call: an older libnccl than the headers may lack what they declare.
-  ZEN_RETURN_IF_ERROR(m->agreeOnVersion());
+  ZEN_RETURN_IF_ERROR(m->agreeOnSetup(local));
 
   ncclUniqueId id;
   std::memset(&id, 0, sizeof(id));
-  if (m->rank == 0) ZEN_CHECK_NCCL(m, ncclGetUniqueId(&id));
-  const Status sent = m->bootstrap.broadcast(&id, sizeof(id), 0);
-  if (!sent.isOk()) {
-    return m->fail(ZEN_ERROR(sent.code(), "rank {}: sending the NCCL unique id failed: {}", m->rank,
-                             sent.message()));
+  Status made;
+  if (m->rank == 0) {
+    const ncclResult_t got = ncclGetUniqueId(&id);
+    if (got != ncclSuccess) made = m->ncclError(got, "ncclGetUniqueId", __FILE__, __LINE__);
+  }
+  const Status shared = shareNcclUniqueId(m->bootstrap, made, &id, sizeof(id));
+  if (!shared.isOk()) {
+    return m->fail(ZEN_ERROR(shared.code(), "rank {}: sharing the NCCL unique id failed: {}",
+                             m->rank, shared.message()));
   }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;

@@ -11,13 +11,14 @@
 //   makes that device current on the calling thread.
 // - Collectives are called by every rank in the same order, by one thread at a time per comm.
 // - Creation is lazy: the first call (or init()) creates the communicator. The ranks first
-//   allgather their loaded libnccl versions over `bootstrap` (agreeOnNcclVersion, nccl_plan.h)
-//   and every rank refuses (kFailedPrecondition, naming the rank and versions) one older than
-//   2.14, of another major than the headers', or versions that differ across ranks: the GPU
-//   machine may load another NCCL (the toolkit's, PyTorch's wheel) than the one Zen was built
-//   against. Then rank 0 makes the ncclUniqueId and sends it to the others with
-//   bootstrap.broadcast (the host control channel / TCP / MPI / in-process transport the
-//   runtime already has). The bootstrap transport is used only then, and must outlive it.
+//   allgather their loaded libnccl versions and whether their own setup failed over `bootstrap`
+//   (agreeOnNcclSetup, nccl_plan.h) and every rank refuses (kFailedPrecondition, naming the
+//   rank) a failed setup, a version older than 2.14, of another major than the headers', or
+//   versions that differ across ranks: the GPU machine may load another NCCL (the toolkit's,
+//   PyTorch's wheel) than the one Zen was built against. Then rank 0 makes the ncclUniqueId and
+//   sends it, or its failure, to the others with bootstrap.broadcast (shareNcclUniqueId; the
+//   host control channel / TCP / MPI / in-process transport the runtime already has). The
+//   bootstrap transport is used only then, and must outlive it.
 // - The communicator is non-blocking (NCCL's fault-tolerance mode): nothing here waits without
 //   a bound. Methods marked "waits" poll cudaStreamQuery and ncclCommGetAsyncError until the
 //   stream is done or options.timeoutSeconds has passed; on a timeout (kTimeout) or an NCCL

@@ -150,17 +150,59 @@ Status checkNcclVersions(const std::vector<int>& loadedByRank, int builtCode) {
   return Status::ok();
 }
 
-Status agreeOnNcclVersion(ops::Transport& bootstrap, int loadedCode, int builtCode) {
-  const int32_t mine = loadedCode;
+Status agreeOnNcclSetup(ops::Transport& bootstrap,
+                        const Status& local,
+                        int loadedCode,
+                        int builtCode) {
+  // [int32 version][int32 status code][the status' message], a failed setup's only.
+  const int32_t head[2] = {loadedCode, static_cast<int32_t>(local.code())};
+  ops::ByteVector mine(sizeof(head));
+  std::memcpy(mine.data(), head, sizeof(head));
+  if (!local.isOk()) {
+    const std::string& text = local.message();
+    mine.insert(mine.end(), text.begin(), text.end());
+  }
   std::vector<ops::ByteVector> gathered;
-  ZEN_RETURN_IF_ERROR(bootstrap.allgatherv(&mine, sizeof(mine), &gathered));
+  ZEN_RETURN_IF_ERROR(bootstrap.allgatherv(mine.data(), mine.size(), &gathered));
   std::vector<int> loaded(gathered.size(), 0);
   for (size_t r = 0; r < gathered.size(); ++r) {
-    int32_t code = 0;  // a malformed message reads as "no version": refused, named
-    if (gathered[r].size() == sizeof(code)) std::memcpy(&code, gathered[r].data(), sizeof(code));
-    loaded[r] = code;
+    int32_t theirs[2] = {0, 0};  // a malformed message reads as "no version": refused, named
+    if (gathered[r].size() >= sizeof(theirs)) {
+      std::memcpy(theirs, gathered[r].data(), sizeof(theirs));
+    }
+    loaded[r] = theirs[0];
+    if (theirs[1] != static_cast<int32_t>(StatusCode::kOk)) {
+      const std::string text(reinterpret_cast<const char*>(gathered[r].data()) + sizeof(theirs),
+                             gathered[r].size() - sizeof(theirs));
+      return ZEN_ERROR(StatusCode::kFailedPrecondition, "rank {} could not set up for NCCL: {}", r,
+                       text);
+    }
   }
   return checkNcclVersions(loaded, builtCode);
+}
+
+Status shareNcclUniqueId(ops::Transport& bootstrap, const Status& made, void* id, size_t idBytes) {
+  // [1: the id follows; 0: rank 0's error message, cut to fit and NUL-terminated][idBytes]
+  ops::ByteVector message(1 + idBytes);
+  if (bootstrap.rank() == 0) {
+    message[0] = made.isOk() ? 1 : 0;
+    if (made.isOk()) {
+      std::memcpy(message.data() + 1, id, idBytes);
+    } else if (idBytes > 0) {
+      const std::string& text = made.message();
+      std::memcpy(message.data() + 1, text.data(), std::min(text.size(), idBytes - 1));
+    }
+  }
+  ZEN_RETURN_IF_ERROR(bootstrap.broadcast(message.data(), message.size(), 0));
+  if (bootstrap.rank() == 0) return made;
+  if (message[0] == 0) {
+    const auto* text = reinterpret_cast<const char*>(message.data() + 1);
+    return ZEN_ERROR(StatusCode::kFailedPrecondition,
+                     "rank 0 could not create the NCCL unique id: {}",
+                     std::string(text, std::find(text, text + idBytes, '\0')));
+  }
+  std::memcpy(id, message.data() + 1, idBytes);
+  return Status::ok();
 }
 
 }  // namespace zen::cuda

@@ -88,10 +88,21 @@ Status checkNcclVersion(int loadedCode, int builtCode);
 // verdict before any NCCL call. kFailedPrecondition.
 Status checkNcclVersions(const std::vector<int>& loadedByRank, int builtCode);
 
-// Collective over the control channel, before the unique id: each rank's loaded version goes
-// to every rank (an allgatherv of 4 bytes), then checkNcclVersions: a rank refusing its own
-// version alone would leave its peers in ncclCommInitRank until their timeout; this way they all
-// fail at once, naming it. A transport failure is returned as is.
-Status agreeOnNcclVersion(ops::Transport& bootstrap, int loadedCode, int builtCode);
+// Collective over the control channel, before the unique id: each rank's loaded version and
+// whether its own setup (`local`: pinned buffers) failed go to every rank (an allgatherv of 8
+// bytes plus the error's message), then the lowest rank whose setup failed is named, else
+// checkNcclVersions. A rank failing alone would leave its peers in the id's broadcast or in
+// ncclCommInitRank until their timeout; this way they all fail at once, naming it. A transport
+// failure is returned as is.
+Status agreeOnNcclSetup(ops::Transport& bootstrap,
+                        const Status& local,
+                        int loadedCode,
+                        int builtCode);
+
+// Collective: rank 0's NCCL unique id (`id`, `idBytes`: ncclUniqueId), or, when `made` (its
+// ncclGetUniqueId's result, rank 0's only) failed, that failure, to every rank (one broadcast of
+// a flag and the id, which carries the message's start instead): a peer would otherwise join
+// ncclCommInitRank with an empty id and wait there until its timeout. Rank 0 returns `made`.
+Status shareNcclUniqueId(ops::Transport& bootstrap, const Status& made, void* id, size_t idBytes);
 
 }  // namespace zen::cuda

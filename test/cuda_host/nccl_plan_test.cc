@@ -7,6 +7,7 @@
 #include <chrono>
 #include <mutex>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "test/ops/transport_harness.h"
@@ -167,7 +168,7 @@ TEST(NcclVersions, EveryRankRefusesOneRanksOldNcclAtOnce) {
   options.timeoutSeconds = 60.0;
   ops::testing::runRanks({ops::testing::Backend::kTcp, kRanks}, options, [&](ops::Transport& t) {
     const int loaded = t.rank() == 1 ? 21304 : 22809;
-    const Status s = agreeOnNcclVersion(t, loaded, 22809);
+    const Status s = agreeOnNcclSetup(t, Status::ok(), loaded, 22809);
     std::lock_guard<std::mutex> lock(mu);
     verdicts[static_cast<size_t>(t.rank())] = s;
   });
@@ -189,13 +190,80 @@ TEST(NcclVersions, RanksThatAgreePassAndThoseThatDifferFailTogether) {
     std::mutex mu;
     std::vector<Status> verdicts(kRanks);
     ops::testing::runRanks({ops::testing::Backend::kTcp, kRanks}, {}, [&](ops::Transport& t) {
-      const Status s = agreeOnNcclVersion(t, t.rank() == 0 ? 22809 : other, 22809);
+      const Status s = agreeOnNcclSetup(t, Status::ok(), t.rank() == 0 ? 22809 : other, 22809);
       std::lock_guard<std::mutex> lock(mu);
       verdicts[static_cast<size_t>(t.rank())] = s;
     });
     for (const Status& s : verdicts) {
       EXPECT_EQ(s.isOk(), other == 22809) << s.toString();
       if (!s.isOk()) EXPECT_NE(s.message().find("rank 1 2.27.3"), std::string::npos) << s.message();
+    }
+  }
+}
+
+// Real ranks over TCP (threads): a rank whose own setup failed (its pinned buffers) makes every
+// rank fail at once naming it and its error, before any version verdict.
+TEST(NcclSetup, EveryRankRefusesOneRanksFailedSetupAtOnce) {
+  constexpr int kRanks = 3;
+  std::mutex mu;
+  std::vector<Status> verdicts(kRanks);
+  ops::testing::RankOptions options;
+  options.timeoutSeconds = 60.0;
+  const auto start = std::chrono::steady_clock::now();
+  ops::testing::runRanks({ops::testing::Backend::kTcp, kRanks}, options, [&](ops::Transport& t) {
+    const Status local =
+        t.rank() == 2 ? ZEN_ERROR(StatusCode::kInternal, "cudaHostAlloc of 48 bytes: out of memory")
+                      : Status::ok();
+    const Status s = agreeOnNcclSetup(t, local, t.rank() == 1 ? 21304 : 22809, 22809);
+    std::lock_guard<std::mutex> lock(mu);
+    verdicts[static_cast<size_t>(t.rank())] = s;
+  });
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 30.0);
+  for (const Status& s : verdicts) {
+    EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.toString();
+    EXPECT_NE(s.message().find("rank 2 could not set up for NCCL: cudaHostAlloc of 48 bytes: out "
+                               "of memory"),
+              std::string::npos)
+        << s.message();
+  }
+}
+
+// Real ranks over TCP: rank 0's id reaches every rank byte for byte; when rank 0 could not make
+// it, every peer fails at once with rank 0's message (cut to the id's size) and rank 0 with its
+// own error.
+TEST(NcclSetup, RankZerosUniqueIdOrItsFailureReachesEveryRank) {
+  constexpr int kRanks = 3;
+  constexpr size_t kIdBytes = 128;  // sizeof(ncclUniqueId)
+  for (const bool fails : {false, true}) {
+    const std::string cause = "ncclGetUniqueId failed: unhandled system error: " +
+                              std::string(200, 'x');  // longer than the id
+    std::mutex mu;
+    std::vector<Status> verdicts(kRanks);
+    std::vector<std::vector<uint8_t>> ids(kRanks);
+    ops::testing::runRanks({ops::testing::Backend::kTcp, kRanks}, {}, [&](ops::Transport& t) {
+      std::vector<uint8_t> id(kIdBytes, 0);
+      Status made;
+      if (t.rank() == 0) {
+        for (size_t i = 0; i < kIdBytes; ++i) id[i] = static_cast<uint8_t>(i * 7 + 1);
+        if (fails) made = ZEN_ERROR(StatusCode::kInternal, "{}", cause);
+      }
+      const Status s = shareNcclUniqueId(t, made, id.data(), id.size());
+      std::lock_guard<std::mutex> lock(mu);
+      verdicts[static_cast<size_t>(t.rank())] = s;
+      ids[static_cast<size_t>(t.rank())] = id;
+    });
+    for (int r = 0; r < kRanks; ++r) {
+      const Status& s = verdicts[static_cast<size_t>(r)];
+      if (!fails) {
+        EXPECT_TRUE(s.isOk()) << s.toString();
+        EXPECT_EQ(ids[static_cast<size_t>(r)], ids[0]) << "rank " << r;
+      } else if (r == 0) {
+        EXPECT_EQ(s.code(), StatusCode::kInternal) << s.toString();
+      } else {
+        EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s.toString();
+        EXPECT_EQ(s.message(),
+                  "rank 0 could not create the NCCL unique id: " + cause.substr(0, kIdBytes - 1));
+      }
     }
   }
 }
