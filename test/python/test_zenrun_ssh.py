@@ -9,7 +9,7 @@ left running once zenrun returns (the remote one stopped through its stdin, its 
 still printed); zenrun interrupted and zenrun killed; zen.run returning the ranks' values from
 the remote host, and a rank's exception; a host key not known yet; a refused port, an
 unreachable address and a host that never answers, each failing on time with ssh's or
-zenrun's reason.
+zenrun's reason; --mpi, its ranks started by Open MPI's own ssh after zenrun's ssh check.
 
 Run: /usr/bin/python3 -m pytest -q -rs test/python/test_zenrun_ssh.py   (root; after
 tools/build-python; also CTest: python_zenrun_ssh). Skipped, saying why, without root,
@@ -287,3 +287,24 @@ def test_host_that_never_answers_fails_at_the_start_timeout(host):
     assert (f"zenrun: 1 of 2 ranks did not start within 3 s: rank 1 (host {host.root_addr})"
             in r.stderr), r.stderr
     assert took < 3 + GRACE + 2 + 10, took
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="no mpirun (openmpi-bin)")
+def test_mpi_mode_over_ssh(host):
+    """--mpi: Open MPI's own ssh (-p/-i as plm_rsh_args) starts rank 1 in the namespace, for
+    a host key not known before too (zenrun's ssh check first, as horovodrun's, learns it);
+    the allreduce's value checked. A refused port fails in that check, naming the host."""
+    require_zen_torch()
+    forget_host_key(host.addr)
+    flags = _ssh_flags(host) + ["--mpi", "--start-timeout", "60"]
+    r, _ = zenrun(flags, [PYTHON, JOB, "allreduce"])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    reports = _reports(r.stdout)
+    assert sorted(reports) == [0, 1], r.stdout
+    assert reports[0]["netns"] != reports[1]["netns"] == _netns(host.ns)
+    assert all(rep["sum"] == [3.0, 30.0] for rep in reports.values()), reports
+    r, took = zenrun(_ssh_flags(host, port=host.port + 1) + ["--mpi"], [PYTHON, "-c", "1"])
+    assert r.returncode == 1, r.stderr
+    assert (f"zenrun: --mpi: ssh to {host.addr}: ssh: connect to host {host.addr} port "
+            f"{host.port + 1}: Connection refused") in r.stderr, r.stderr
+    assert took < 20, took

@@ -459,6 +459,7 @@ def _launch_words(p, args):
     given, source = args.launch_command, "--launch-command"
     if given is None and "ZENRUN_LAUNCH_COMMAND" in os.environ:
         given, source = os.environ["ZENRUN_LAUNCH_COMMAND"], "ZENRUN_LAUNCH_COMMAND"
+    args.launch_is_ssh = given is None  # the default: mpi_run.check_ssh may use it
     ssh = _ssh_words(args)
     if given is None:
         words = shlex.split(DEFAULT_LAUNCH_COMMAND)
