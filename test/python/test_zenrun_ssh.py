@@ -206,7 +206,7 @@ def test_killed_zenrun_leaves_no_remote_rank(host, tmp_path):
 def test_zen_run_on_the_remote_host(host):
     """zen.run with Horovod's hosts, ssh_port and ssh_identity_file: both ranks in the
     namespace (rank 0 listening on its address there), the values back by rank; a rank's
-    exception comes back too."""
+    exception comes back too, and a function of 300 KiB gets there."""
     require_zen_torch()
     import zen
     from zen.runner import RunError
@@ -231,6 +231,13 @@ def test_zen_run_on_the_remote_host(host):
 
     with pytest.raises(RunError, match=r"rank 1 raised ValueError: remote trouble"):
         zen.run(fail_on_rank_1, np=2, **kwargs)
+
+    data = bytes(range(256)) * 1200  # 300 KiB: several environment variables, through stdin
+
+    def digest():
+        return hashlib.sha256(data).hexdigest()
+
+    assert zen.run(digest, np=2, **kwargs) == [hashlib.sha256(data).hexdigest()] * 2
 
 
 def test_refused_port_fails_at_once(host):
