@@ -162,9 +162,9 @@ def test_help_and_version():
     (["-np", "2", "-i", "/nonexistent/key", "true"],
      "-i/--ssh-identity-file '/nonexistent/key' is not a readable file"),
     (["-np", "2", "-p", "2222", "--launch-command", "ssh -x {host}", "true"],
-     "apply to the default launch command ('ssh -o BatchMode=yes {host}'), not to "
-     "--launch-command 'ssh -x {host}': put the ssh options into it (e.g. "
-     "'ssh -o BatchMode=yes -p 2222 {host}')"),
+     "apply to the default launch command ('ssh -o BatchMode=yes -o StrictHostKeyChecking=no "
+     "{host}'), not to --launch-command 'ssh -x {host}': put the ssh options into it (e.g. "
+     "'ssh -o BatchMode=yes -o StrictHostKeyChecking=no -p 2222 {host}')"),
     (["-np", "2", "--mpi", "-p", "2222", "--mpi-args", "-mca plm_rsh_args -q", "true"],
      "which --mpi-args sets too"),
     (["-np", "2", "--no-stall-check", "--stall-check-warning-time-seconds", "5", "true"],
@@ -556,7 +556,8 @@ def test_ssh_port_and_identity_reach_ssh(tmp_path):
     calls = [json.loads(line) for line in record.read_text().splitlines()]
     assert len(calls) == 2  # ranks 1 and 2; rank 0 is local
     for argv in calls:
-        assert argv[:-1] == ["-o", "BatchMode=yes", "-p", "2222", "-i", str(key), "remote-a"]
+        assert argv[:-1] == ["-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-p",
+                             "2222", "-i", str(key), "remote-a"]
     reports = probe_reports(r.stdout)
     assert [reports[i]["env"]["ZEN_RANK"] for i in (1, 2)] == ["1", "2"]
     # Elastic workers and the --network-interface address query start through the same
@@ -567,7 +568,8 @@ def test_ssh_port_and_identity_reach_ssh(tmp_path):
     args = arglib.parse(["-np", "2", "--min-np", "2", "-H", "remote-a:2", "-p", "2222", "-i",
                          str(key), "true"])
     argv, _, _ = tcp_run.start_command(args, "remote-a", [], {}, {})
-    assert argv[:-1] == ["ssh", "-o", "BatchMode=yes", "-p", "2222", "-i", str(key), "remote-a"]
+    assert argv[:-1] == ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-p",
+                         "2222", "-i", str(key), "remote-a"]
 
 
 def test_mpi_ssh_args_become_plm_rsh_args(tmp_path):

@@ -13,7 +13,9 @@ import zen
 from zen.common import horovod_env
 from zen.runner import config_file, interfaces
 
-DEFAULT_LAUNCH_COMMAND = "ssh -o BatchMode=yes {host}"
+# As horovodrun's (horovod/runner/util/remote.py): never a prompt, and a host whose key is
+# not known yet is added to known_hosts instead of failing "Host key verification failed".
+DEFAULT_LAUNCH_COMMAND = "ssh -o BatchMode=yes -o StrictHostKeyChecking=no {host}"
 DEFAULT_START_TIMEOUT = 30.0
 DEFAULT_GRACE_SECONDS = 5.0
 DEFAULT_ELASTIC_TIMEOUT = 600.0  # Horovod's
@@ -56,7 +58,7 @@ examples:
   # 4 ranks on this machine, output lines prefixed [rank]<stdout>: / [rank]<stderr>:
   zenrun -np 4 python3 train.py
 
-  # 8 ranks on two hosts (ssh -o BatchMode=yes HOST), rank logs under logs/rank.N/
+  # 8 ranks on two hosts (over ssh, as horovodrun), rank logs under logs/rank.N/
   zenrun -np 8 -H node1:4,node2:4 --output-filename logs python3 train.py --epochs 3
 
   # sshd on port 2222 of every host, and a key of its own (ssh -p 2222 -i KEY; --mpi:
@@ -457,14 +459,16 @@ def _launch_words(p, args):
     given, source = args.launch_command, "--launch-command"
     if given is None and "ZENRUN_LAUNCH_COMMAND" in os.environ:
         given, source = os.environ["ZENRUN_LAUNCH_COMMAND"], "ZENRUN_LAUNCH_COMMAND"
+    args.launch_is_ssh = given is None  # the default: mpi_run.check_ssh may use it
     ssh = _ssh_words(args)
     if given is None:
         words = shlex.split(DEFAULT_LAUNCH_COMMAND)
         return words[:-1] + ssh + words[-1:]  # options before the host: ssh ... -p P {host}
     if ssh:
+        example = shlex.join(shlex.split(DEFAULT_LAUNCH_COMMAND)[:-1] + ssh) + " {host}"
         p.error(f"-p/--ssh-port and -i/--ssh-identity-file apply to the default launch command "
                 f"('{DEFAULT_LAUNCH_COMMAND}'), not to {source} '{given}': put the ssh options "
-                f"into it (e.g. 'ssh -o BatchMode=yes {shlex.join(ssh)} {{host}}')")
+                f"into it (e.g. '{example}')")
     try:
         words = shlex.split(given)
     except ValueError as e:

@@ -166,7 +166,7 @@ class ElasticDriver(Supervisor):
             self.output.message(f"worker {index} ({wid}): {' '.join(argv)}")
         try:
             member = self.spawn(argv, launch_env, [index], host, self.pump,
-                                stdin_data=stdin_data)
+                                stdin_data=stdin_data, remote=not hostlib.is_local(host))
         except OSError as e:
             self.output.message(f"cannot start worker {index} on host {host}: {e}")
             self.rounds.retire(wid)

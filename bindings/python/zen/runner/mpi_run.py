@@ -17,7 +17,8 @@ zenrun runs mpirun as a child rather than exec()ing it, so that the output gets 
 --output-filename and --start-timeout work the same way (the wrapper's start report comes
 back through mpirun's output forwarding), and SIGINT/SIGTERM reach mpirun, which forwards
 them to the ranks. When a rank fails, mpirun stops the others and exits with its code;
-zenrun names that rank from mpirun's report.
+zenrun names that rank from mpirun's report. Before mpirun, remote hosts get horovodrun's
+ssh check (check_ssh).
 """
 
 import os
@@ -25,7 +26,9 @@ import re
 import secrets
 import shlex
 import shutil
+import subprocess
 import sys
+import time
 
 from zen.common import horovod_env
 from zen.runner import hosts as hostlib
@@ -144,10 +147,46 @@ def build_command(args, hosts, slots, env, mpirun="mpirun", python=None, token="
     return argv
 
 
+def check_ssh(args, hosts, output):
+    """horovodrun's ssh check before mpirun (horovod/runner/launch.py,
+    _check_all_hosts_ssh_successful): `ssh <the default launch command's options and -p/-i>
+    HOST true` to every remote host at once, within --start-timeout (30 s when 0). It puts a
+    host key not known yet into known_hosts, without which Open MPI's own ssh fails ("Host
+    key verification failed"), and names a host that ssh cannot reach, with ssh's reason,
+    where mpirun would only say that ORTE could not start its daemons. False after saying
+    which hosts failed."""
+    remote = [h.name for h in hosts if not hostlib.is_local(h.name)]
+    if not remote or not args.launch_is_ssh:
+        return True
+    limit = args.start_timeout or 30.0
+    procs = {host: subprocess.Popen([w.replace("{host}", host) for w in args.launch_words]
+                                    + ["true"], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+             for host in remote}
+    deadline = time.monotonic() + limit
+    failed = []
+    for host, proc in procs.items():
+        try:
+            _, err = proc.communicate(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            failed.append(f"{host}: no answer within {limit:g} s")
+            continue
+        if proc.returncode != 0:
+            why = err.decode(errors="replace").strip().splitlines()
+            failed.append(f"{host}: {why[-1] if why else f'exit code {proc.returncode}'}")
+    for line in failed:
+        output.message(f"--mpi: ssh to {line}")
+    return not failed
+
+
 def run(args, hosts, slots, base_env, output):
     mpirun = shutil.which("mpirun")
     if mpirun is None:
         output.message("--mpi: mpirun not found on PATH (install openmpi-bin, or use --tcp)")
+        return 1
+    if not check_ssh(args, hosts, output):
         return 1
     token = secrets.token_hex(8)
     env = dict(base_env)

@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 
-from zen.runner.rank_wrapper import READY_PREFIX
+from zen.runner.rank_wrapper import KILLED_PREFIX, READY_PREFIX
 
 
 class Output:
@@ -84,3 +84,13 @@ def is_ready_line(line, token):
     if len(words) == 3 and words[0] == READY_PREFIX.encode() and words[1] == token.encode():
         return True, words[2].decode(errors="replace")
     return False, None
+
+
+def killed_signal(line, token):
+    """The signal number when `line` is a remote wrapper's report of its rank's death by a
+    signal for this job's token, else None."""
+    words = line.rstrip(b"\r\n").split(b" ")
+    if (len(words) == 4 and words[0] == KILLED_PREFIX.encode() and words[1] == token.encode()
+            and words[3].isdigit()):
+        return int(words[3])
+    return None

@@ -26,7 +26,13 @@ environment as one JSON line from stdin (so ZEN_SECRET never appears on a comman
 runs the command in its own process group with PR_SET_PDEATHSIG=SIGKILL, forwards
 SIGINT/SIGTERM/SIGHUP to that group, and treats end-of-file on stdin (zenrun, ssh or the
 launch command went away) as SIGTERM followed by SIGKILL after --grace seconds. It exits
-with the command's status (dying by the same signal when the command was killed).
+with the command's status (dying by the same signal when the command was killed). With
+--env-stdin (a remote rank) it reports such a death instead, as one more stdout line
+
+    ZENRUN_KILLED <token> <rank> <signal number>
+
+and exits with 128 + the signal number: ssh turns a death by signal into its own exit code
+255, which zenrun would read as a failed ssh.
 """
 
 import json
@@ -37,11 +43,16 @@ import sys
 import threading
 
 READY_PREFIX = "ZENRUN_READY"
+KILLED_PREFIX = "ZENRUN_KILLED"
 WRAPPER = os.path.abspath(__file__)  # run by path: `python3 <WRAPPER> ... -- CMD`
 
 
 def ready_line(token, rank):
     return f"{READY_PREFIX} {token} {rank}\n"
+
+
+def killed_line(token, rank, sig):
+    return f"{KILLED_PREFIX} {token} {rank} {sig}\n"
 
 
 def _rank_from_env():
@@ -51,11 +62,11 @@ def _rank_from_env():
     return "?"
 
 
-def _report(token, rank):
+def _report(line):
     try:
-        os.write(1, ready_line(token, rank).encode())
+        os.write(1, line.encode())
     except OSError:
-        pass  # stdout closed: nothing can report; --start-timeout will say so
+        pass  # stdout closed (zenrun or ssh is gone): no one to tell
 
 
 def _fail(rank, cmd, err):
@@ -83,7 +94,7 @@ def _child_setup():
         pass
 
 
-def _watch(rank, cmd, grace, pass_fds=()):
+def _watch(rank, cmd, grace, pass_fds=(), killed_token=None):
     try:
         child = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, preexec_fn=_child_setup,
                                  pass_fds=pass_fds)
@@ -130,6 +141,9 @@ def _watch(rank, cmd, grace, pass_fds=()):
 
     threading.Thread(target=watch_stdin, daemon=True).start()
     code = child.wait()
+    if code < 0 and killed_token is not None:
+        _report(killed_line(killed_token, rank, -code))
+        return 128 - code
     if code < 0:  # die of the same signal, so that the launcher sees what happened
         try:
             if -code not in (signal.SIGKILL, signal.SIGSTOP):
@@ -183,8 +197,10 @@ def main(argv=None):
         _read_env_line()
     if rank is None:
         rank = _rank_from_env()
-    _report(token, rank)
-    return _watch(rank, cmd, grace, tuple(pass_fds)) if watch else _exec(rank, cmd)
+    _report(ready_line(token, rank))  # when missing, --start-timeout says so
+    if not watch:
+        return _exec(rank, cmd)
+    return _watch(rank, cmd, grace, tuple(pass_fds), token if env_stdin else None)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ signals, --start-timeout, and the bounded stop (SIGTERM, SIGKILL after the grace
 A "member" is one process zenrun started: a rank's wrapper in TCP mode (one rank), or
 mpirun in MPI mode (all ranks). elastic_driver.py subclasses it: its members come and go
 (on_exit, on_event, on_tick, on_start_timeout are its hooks). Every member runs in its own
-session, so signals reach its whole process group and never the terminal's.
+session, so signals reach its whole process group and never the terminal's; a remote one
+(ssh) is stopped through its stdin instead (signal_member).
 """
 
 import os
@@ -33,10 +34,12 @@ def describe_ranks(ranks, host_of, limit=16):
 
 
 class Member:
-    def __init__(self, proc, ranks, host, signal_leader_only=False):
+    def __init__(self, proc, ranks, host, signal_leader_only=False, remote=False):
         self.proc = proc
         self.ranks = ranks
         self.host = host
+        self.remote = remote  # started through the launch command (ssh): see signal_member
+        self.killed_by = None  # a remote rank's signal, as its wrapper reported it
         self.code = None  # exit status once reaped (negative: killed by that signal)
         self.exit_time = None
         self.start_time = time.monotonic()
@@ -54,10 +57,11 @@ class Member:
             pass
 
     def close_stdin(self):
+        """Closes the member's stdin; False when that could not be done now."""
         # The feeder holds the lock only while the environment line is in flight; never
         # block the supervisor on it (SIGKILL of the group is the fallback anyway).
         if not self.stdin_lock.acquire(timeout=0.2):
-            return
+            return False
         try:
             if self.proc.stdin is not None and not self.proc.stdin.closed:
                 self.proc.stdin.close()
@@ -65,6 +69,7 @@ class Member:
             pass
         finally:
             self.stdin_lock.release()
+        return True
 
 
 class Supervisor:
@@ -103,20 +108,24 @@ class Supervisor:
             signal.signal(sig, old)
 
     def spawn(self, argv, env, ranks, host, pump, stdin_data=None, signal_leader_only=False,
-              pass_fds=()):
+              pass_fds=(), remote=False):
         """Starts one member; `pump(member, stream_name, pipe)` reads each of its pipes;
-        pass_fds: descriptors it inherits. Raises OSError when it cannot be started."""
+        pass_fds: descriptors it inherits; remote: a rank wrapper started through the launch
+        command, stdin_data its environment. Raises OSError when it cannot be started."""
         proc = subprocess.Popen(
             argv, env=env, start_new_session=True, pass_fds=pass_fds,
             stdin=subprocess.PIPE if stdin_data is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        member = Member(proc, ranks, host, signal_leader_only)
+        member = Member(proc, ranks, host, signal_leader_only, remote)
         self.members.append(member)
+        readers = []
         for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
             t = threading.Thread(target=pump, args=(member, name, pipe), daemon=True)
             t.start()
-            self.readers.append(t)
-        threading.Thread(target=self._wait, args=(member,), daemon=True).start()
+            readers.append(t)
+        self.readers += readers
+        threading.Thread(target=self._wait, args=(member, readers if remote else ()),
+                         daemon=True).start()
         if stdin_data is not None:
             threading.Thread(target=self._feed, args=(member, stdin_data), daemon=True).start()
         return member
@@ -133,8 +142,15 @@ class Supervisor:
             except (OSError, ValueError):
                 pass
 
-    def _wait(self, member):
+    def _wait(self, member, readers):
         code = member.proc.wait()
+        # A remote rank's last lines (and its wrapper's signal report) come before ssh exits:
+        # read them first, so that they count and are printed before zenrun's verdict.
+        deadline = time.monotonic() + _READER_JOIN_SECONDS
+        for t in readers:
+            t.join(max(0.0, deadline - time.monotonic()))
+        if member.killed_by is not None and code > 0:
+            code = -member.killed_by  # the wrapper exited 128 + it (rank_wrapper.py says why)
         self.events.put(("exit", member, code))
 
     def mark_ready(self, rank):
@@ -144,6 +160,20 @@ class Supervisor:
     def running(self):
         return [m for m in self.members if m.code is None]
 
+    def signal_member(self, member, sig):
+        """sig to a member. A remote one whose rank has started is stopped through its stdin
+        instead, whatever sig: its wrapper takes end-of-file as SIGTERM (SIGKILL after the
+        grace period) while ssh still carries the rank's last lines and exit status back, and
+        zenrun waits for that (SIGKILL of ssh after the grace period is the fallback). A
+        signal would end ssh at once (ssh forwards none): the rank's last lines lost, and
+        zenrun done while the rank still runs. One not started yet gets the signal: its ssh
+        may hang (a host that does not answer) and no rank runs yet, or one only just does,
+        which then sees end-of-file when its sshd session ends."""
+        if (member.remote and sig != signal.SIGKILL
+                and all(r in self.ready for r in member.ranks) and member.close_stdin()):
+            return
+        member.send(sig)
+
     def begin_stop(self, sig, exclude=None):
         if self.stopping:
             return
@@ -151,13 +181,13 @@ class Supervisor:
         targets = [m for m in self.running() if m is not exclude]
         self.stopped_count = sum(len(m.ranks) for m in targets)
         for m in targets:
-            m.send(sig)
+            self.signal_member(m, sig)
         self.kill_at = time.monotonic() + self.grace + self.extra_grace
 
     def stop(self, member, sig=signal.SIGTERM):
         """Stops one member: sig now, SIGKILL after the grace period."""
         if member.code is None and member.kill_at is None:
-            member.send(sig)
+            self.signal_member(member, sig)
             member.kill_at = time.monotonic() + self.grace + self.extra_grace
 
     def kill_all(self):

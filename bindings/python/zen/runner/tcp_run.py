@@ -4,7 +4,8 @@ the launch command, and supervises them.
 Each rank runs as `python3 rank_wrapper.py --watch-stdin ... -- CMD` (see rank_wrapper.py):
 the wrapper reports the start on stdout, runs CMD in its own process group, and stops it
 when zenrun signals it or when its stdin (a pipe from zenrun, carried by ssh for remote
-ranks) reaches end-of-file, so ranks do not outlive a zenrun that was killed.
+ranks) reaches end-of-file, so ranks do not outlive a zenrun that was killed. zenrun stops
+remote ranks that way too (Supervisor.signal_member): ssh forwards no signals.
 
 A remote rank's command line is `<launch command with {host}> '<shell line>'` where the
 shell line is `cd <cwd> 2>/dev/null; exec python3 <wrapper> ... -- CMD`; its environment
@@ -25,7 +26,7 @@ from zen.common import horovod_env
 from zen.common.controller_socket import controller_listener
 from zen.runner import hosts as hostlib
 from zen.runner import interfaces
-from zen.runner.output import is_ready_line
+from zen.runner.output import is_ready_line, killed_signal
 from zen.runner.rank_wrapper import WRAPPER
 from zen.runner.supervisor import Supervisor, describe_ranks, signal_name
 
@@ -143,7 +144,8 @@ def start_command(args, host, flags, env, base_env):
 
 def make_pump(sup, output, token):
     """pump(member, stream, pipe) for Supervisor.spawn: prefixes the member's lines with its
-    first rank and turns the wrapper's start report into sup.mark_ready."""
+    first rank and turns the wrapper's start report into sup.mark_ready, a remote wrapper's
+    report of a death by signal into member.killed_by."""
 
     def pump(member, stream, pipe):
         rank = member.ranks[0]
@@ -154,6 +156,11 @@ def make_pump(sup, output, token):
                 if ok:
                     expect_report = False
                     sup.mark_ready(rank)
+                    continue
+            elif member.remote and stream == "stdout":
+                sig = killed_signal(line, token)
+                if sig is not None:
+                    member.killed_by = sig
                     continue
             output.rank_line(rank, stream, line)
 
@@ -199,7 +206,7 @@ def run(args, slots, base_env, output):
                 output.message(f"rank {s.rank}: {shlex.join(argv)}")
             try:
                 sup.spawn(argv, launch_env, [s.rank], s.host, pump, stdin_data=stdin_data,
-                          pass_fds=pass_fds)
+                          pass_fds=pass_fds, remote=not hostlib.is_local(s.host))
             except OSError as e:
                 output.message(f"cannot start rank {s.rank} on host {s.host}: {e}")
                 sup.begin_stop(signal.SIGTERM)
