@@ -640,6 +640,19 @@ def test_rank_killed_by_signal_reports_it():
     assert "rank 1 (host localhost) was killed by SIGKILL first" in r.stderr
 
 
+def test_remote_rank_killed_after_output_without_newline():
+    # A remote rank's wrapper (--env-stdin, here behind a launch command that runs it on this
+    # machine) reports a death by signal as a line on the rank's stdout; after output with no
+    # trailing newline that report begins mid-line and must still be recognised.
+    code = ("import os, sys\nif os.environ['ZEN_RANK'] == '1':\n"
+            "    sys.stdout.write('no newline'); sys.stdout.flush(); os.kill(os.getpid(), 9)\n")
+    r = zenrun(["-np", "2", "-H", "localhost:1,ghost:1", "--launch-command",
+                "sh -c 'eval \"$1\"' {host}", PYTHON, "-c", code])
+    assert r.returncode == 128 + 9, r.stderr
+    assert "rank 1 (host ghost) was killed by SIGKILL first" in r.stderr
+    assert rank_lines(r.stdout, "stdout") == {1: ["no newline"]}, r.stdout
+
+
 def test_missing_command_fails_with_127():
     r = zenrun(["-np", "2", "/nonexistent/program"])
     assert r.returncode == 127
