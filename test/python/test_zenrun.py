@@ -23,12 +23,14 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 ZENRUN = os.path.join(ROOT, "tools", "zenrun")
 PROBE = os.path.join(HERE, "rank_probe.py")
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+
+from rank_jobs import BINDINGS, held_port  # noqa: E402
+
+sys.path.insert(0, BINDINGS)  # as every test file: one pytest process may run them all
 
 from zen.runner import hosts as hostlib  # noqa: E402
 from zen.runner.mpi_run import TagParser  # noqa: E402
 from netns_hosts import ip as _ip  # noqa: E402
-from rank_jobs import held_port  # noqa: E402
 
 LINE = re.compile(r"^\[(\d+)\]<(stdout|stderr)>:(.*)$")
 KNOB_FLAGS = ["--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5", "--cache-capacity", "512",
