@@ -24,7 +24,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 ZENRUN = os.path.join(ROOT, "tools", "zenrun")
 # Where the ranks import zen from: CTest's staged copy in its build directory, else the
-# checkout (after tools/build-python, tools/build-tf).
+# checkout (after tools/build-python, tools/build-tf). Every test file that imports zen itself
+# puts this first on sys.path, never the checkout beside it: one pytest process running
+# several files imports zen once, from whichever comes first, and zen.run gives its ranks
+# that package (test_zen_run.py's would lack libzen.so after test_zenrun.py's checkout).
 BINDINGS = os.environ.get("ZENTEST_PYTHONPATH") or os.path.join(ROOT, "bindings", "python")
 TORCH_PYTHON = "/usr/bin/python3"
 TF_PYTHON = os.environ.get("ZENTEST_TF_PYTHON", os.path.join(ROOT, ".venv-tf", "bin", "python"))

@@ -20,7 +20,9 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+from rank_jobs import BINDINGS  # noqa: E402
+
+sys.path.insert(0, BINDINGS)
 
 from zen.common import json_lines  # noqa: E402
 from zen.runner import discovery  # noqa: E402

@@ -16,9 +16,9 @@ import time
 
 import pytest
 
-from rank_jobs import HERE, ROOT, TORCH_PYTHON, require_zen_torch, zenrun_streaming
+from rank_jobs import BINDINGS, HERE, TORCH_PYTHON, require_zen_torch, zenrun_streaming
 
-sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+sys.path.insert(0, BINDINGS)
 
 from zen.runner import args as arglib  # noqa: E402
 from zen.runner import hosts as hostlib  # noqa: E402

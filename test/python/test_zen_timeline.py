@@ -27,7 +27,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 TOOL = os.path.join(ROOT, "tools", "zen-timeline")
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+from rank_jobs import BINDINGS  # noqa: E402
+
+sys.path.insert(0, BINDINGS)
 
 from zen.timeline import analysis, trace  # noqa: E402
 

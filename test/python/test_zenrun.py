@@ -23,12 +23,14 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 ZENRUN = os.path.join(ROOT, "tools", "zenrun")
 PROBE = os.path.join(HERE, "rank_probe.py")
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+
+from rank_jobs import BINDINGS, held_port  # noqa: E402
+
+sys.path.insert(0, BINDINGS)  # as every test file: one pytest process may run them all
 
 from zen.runner import hosts as hostlib  # noqa: E402
 from zen.runner.mpi_run import TagParser  # noqa: E402
 from netns_hosts import ip as _ip  # noqa: E402
-from rank_jobs import held_port  # noqa: E402
 
 LINE = re.compile(r"^\[(\d+)\]<(stdout|stderr)>:(.*)$")
 KNOB_FLAGS = ["--fusion-threshold-mb", "64", "--cycle-time-ms", "2.5", "--cache-capacity", "512",
@@ -638,6 +640,19 @@ def test_rank_killed_by_signal_reports_it():
     r = zenrun(["-np", "2", PYTHON, "-c", code])
     assert r.returncode == 128 + 9, r.stderr
     assert "rank 1 (host localhost) was killed by SIGKILL first" in r.stderr
+
+
+def test_remote_rank_killed_after_output_without_newline():
+    # A remote rank's wrapper (--env-stdin, here behind a launch command that runs it on this
+    # machine) reports a death by signal as a line on the rank's stdout; after output with no
+    # trailing newline that report begins mid-line and must still be recognised.
+    code = ("import os, sys\nif os.environ['ZEN_RANK'] == '1':\n"
+            "    sys.stdout.write('no newline'); sys.stdout.flush(); os.kill(os.getpid(), 9)\n")
+    r = zenrun(["-np", "2", "-H", "localhost:1,ghost:1", "--launch-command",
+                "sh -c 'eval \"$1\"' {host}", PYTHON, "-c", code])
+    assert r.returncode == 128 + 9, r.stderr
+    assert "rank 1 (host ghost) was killed by SIGKILL first" in r.stderr
+    assert rank_lines(r.stdout, "stdout") == {1: ["no newline"]}, r.stdout
 
 
 def test_missing_command_fails_with_127():

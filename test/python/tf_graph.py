@@ -336,7 +336,7 @@ def adasum_of_a_tf1_optimizer():
     the variables become the window's start plus adasum_tree (adasum_reference.py) of the
     ranks' deltas since it, per variable, on every rank; the steps before it are the local
     ones. On a world that is not a power of two the daemon's error reaches every rank from
-    the session's run."""
+    the session's run. A second minimize in one graph would share the window: ValueError."""
     rank, size = hvd.rank(), hvd.size()
     lr = 0.25  # exact in float32, which GradientDescentOptimizer casts it through
 
@@ -349,9 +349,11 @@ def adasum_of_a_tf1_optimizer():
             w = tf.compat.v1.Variable(np.ones(3), name="w")
             v = tf.compat.v1.Variable(np.zeros(2), name="v")
             loss = tf.reduce_sum(w * x) + tf.reduce_sum(v * y)
-            train = hvd.DistributedOptimizer(
+            optimizer = hvd.DistributedOptimizer(
                 tf.compat.v1.train.GradientDescentOptimizer(lr), op=hvd.Adasum,
-                backward_passes_per_step=passes).minimize(loss)
+                backward_passes_per_step=passes)
+            train = optimizer.minimize(loss)
+            expect_raises(ValueError, lambda: optimizer.minimize(loss), "twice in one graph")
             with tf.compat.v1.Session() as session:
                 session.run([tf.compat.v1.global_variables_initializer(),
                              tf.compat.v1.local_variables_initializer()])

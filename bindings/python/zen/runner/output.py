@@ -87,10 +87,15 @@ def is_ready_line(line, token):
 
 
 def killed_signal(line, token):
-    """The signal number when `line` is a remote wrapper's report of its rank's death by a
-    signal for this job's token, else None."""
-    words = line.rstrip(b"\r\n").split(b" ")
-    if (len(words) == 4 and words[0] == KILLED_PREFIX.encode() and words[1] == token.encode()
-            and words[3].isdigit()):
-        return int(words[3])
+    """(the output before it, the signal number) when `line` holds a remote wrapper's report of
+    its rank's death by a signal for this job's token, else None. The report may follow output
+    the rank left without a newline (the wrapper cannot see the rank's last byte: the rank
+    writes to the same stdout directly)."""
+    head = f"{KILLED_PREFIX} {token} ".encode()
+    at = line.rfind(head)
+    if at < 0:
+        return None
+    words = line[at + len(head):].rstrip(b"\r\n").split(b" ")
+    if len(words) == 2 and words[1].isdigit():
+        return line[:at], int(words[1])
     return None

@@ -32,7 +32,9 @@ with the command's status (dying by the same signal when the command was killed)
     ZENRUN_KILLED <token> <rank> <signal number>
 
 and exits with 128 + the signal number: ssh turns a death by signal into its own exit code
-255, which zenrun would read as a failed ssh.
+255, which zenrun would read as a failed ssh. The rank writes to the same stdout directly, so
+its last output may lack a newline and the report begin mid-line; zenrun looks for it
+anywhere in the line (output.killed_signal).
 """
 
 import json

@@ -158,10 +158,11 @@ def make_pump(sup, output, token):
                     sup.mark_ready(rank)
                     continue
             elif member.remote and stream == "stdout":
-                sig = killed_signal(line, token)
-                if sig is not None:
-                    member.killed_by = sig
-                    continue
+                found = killed_signal(line, token)
+                if found is not None:
+                    line, member.killed_by = found
+                    if not line:
+                        continue
             output.rank_line(rank, stream, line)
 
     return pump

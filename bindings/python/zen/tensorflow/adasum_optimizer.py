@@ -18,7 +18,11 @@ ranks combine each variable's delta since the window began with Adasum, var = st
 adasum(var - start). start is copied from the variable as a window begins, so that a restore
 or a broadcast between windows is no delta. (Horovod's wrapper builds this in its
 _apply_dense but its apply_gradients calls the wrapped optimizer's, so there the ranks never
-combine anything; Zen runs the design.)
+combine anything; Zen runs the design.) One apply per graph: a second would share the
+window's counter (each step counted twice, its variables combined from starts never taken)
+and post the same allreduce names, so it is refused, as aggregation.py refuses a second
+compute_gradients (in Horovod's design the second _prepare's tf.get_variable("step_count")
+exists already).
 """
 
 import tensorflow as tf
@@ -88,18 +92,22 @@ class AdasumWindow:
         self._name = name
         self._compression = compression
         self._passes = passes
-        self._counters = {}  # graph_key() -> the passes counter of that graph
+        self._graphs = set()  # graph_key() of the graphs applied in (one apply each)
         self._starts = {}  # variable ref -> its window's start
 
     def apply(self, apply_fn, variables):
         """apply_fn() (the wrapped optimizer's apply_gradients op) made the Adasum step of
-        variables (those it moves, the local ones left out): an op."""
+        variables (those it moves, the local ones left out): an op. ValueError for a second
+        apply in one graph, on any number of ranks."""
+        if graph_key() in self._graphs:
+            raise ValueError("DistributedOptimizer(op=Adasum): apply_gradients was called "
+                             "twice in one graph; both would share one window (each step "
+                             "counted twice, one step counter and one allreduce name for "
+                             "both): wrap a new optimizer for the second")
+        self._graphs.add(graph_key())
         if size() == 1:  # adasum(delta) = delta
             return apply_fn()
-        counter = self._counters.get(graph_key())
-        if counter is None:
-            counter = self._counters[graph_key()] = state_variable(
-                lambda: tf.constant(0, tf.int64), "zen_adasum_passes")
+        counter = state_variable(lambda: tf.constant(0, tf.int64), "zen_adasum_passes")
         starts = [self._start(v) for v in variables]
 
         def begin():

@@ -80,7 +80,7 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     is its): its compute_gradients and minimize reduce; with backward_passes_per_step=N it
     applies every Nth step (global_step counts every step), with op=Adasum every rank steps
     locally and every Nth step the ranks combine the variable deltas
-    (adasum_optimizer.AdasumWindow); the state of either, and Compression.topk's residuals, is
+    (adasum_optimizer.AdasumWindow; one apply_gradients per graph); the state of either, and Compression.topk's residuals, is
     LOCAL_VARIABLES, as Horovod's, made per graph. Not eagerly with backward_passes_per_step > 1
     or Adasum."""
     if isinstance(optimizer, tf.compat.v1.train.Optimizer):
