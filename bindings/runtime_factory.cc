@@ -268,7 +268,9 @@ Result<std::unique_ptr<Runtime>> assembleRuntime(const Config& config,
   cuda::CudaExecutorOptions gpuOptions = cuda::CudaExecutorOptions::fromConfig(config);
   gpuOptions.logger = options.logger;
   auto gpu = std::make_unique<cuda::CudaExecutor>(bootstrap, std::move(gpuOptions));
-  executor = std::make_unique<cuda::DispatchExecutor>(rank, std::move(executor), std::move(gpu));
+  cuda::DeviceStaging* staging = &gpu->staging();
+  executor =
+      std::make_unique<cuda::DispatchExecutor>(rank, std::move(executor), std::move(gpu), staging);
 #endif
   return Runtime::create(std::move(options), std::move(channel), std::move(negotiator),
                          std::move(executor), std::move(finalizer));

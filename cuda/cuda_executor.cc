@@ -16,12 +16,14 @@
 #include "cuda/alltoall_plan.h"
 #include "cuda/batched_copy.h"
 #include "cuda/cuda_check.h"
+#include "cuda/cuda_staging.h"
 #include "cuda/device_bucket.h"
 #include "cuda/device_buffer.h"
 #include "cuda/device_memory.h"
 #include "cuda/elementwise.h"
 #include "cuda/event_pool.h"
 #include "cuda/finalizer.h"
+#include "cuda/ready_event.h"
 #include "cuda/reducescatter_plan.h"
 #include "cuda/sparse_result.h"
 #include "cuda/stream_wait.h"
@@ -39,12 +41,6 @@ using Clock = std::chrono::steady_clock;
 Status cudaError(cudaError_t err, const std::string& what) {
   return Status(StatusCode::kInternal,
                 fmt::format("{}: {} ({})", what, cudaGetErrorString(err), cudaGetErrorName(err)));
-}
-
-// The entry's ready event: the one accept() recorded, else the caller's, else none.
-cudaEvent_t readyEventOf(const TensorEntry& e) {
-  if (e.deviceState) return static_cast<cudaEvent_t>(e.deviceState.get());
-  return static_cast<cudaEvent_t>(e.ready.event);
 }
 
 // The tensor of the first of `events` not completed yet, "" when none has (or a query failed:
@@ -113,6 +109,7 @@ struct CudaExecutor::Impl {
               return static_cast<void*>(e);
             },
             [](void* e) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); }),
+        staging(o.timeoutSeconds, [this](int index) { return ensureDevice(index); }),
         finalizer(o.timeoutSeconds) {}
   ~Impl() {
     finalizer.drain();
@@ -199,6 +196,7 @@ struct CudaExecutor::Impl {
   GpuSparseAllreduceResult sparseResult;
 #endif
   SparseResultDelivery sparseDelivery;  // sparse results, and a mixed bucket's dense outputs
+  CudaStaging staging;                  // the DispatchExecutor's staged buckets
   EventPool events;                     // completion events; outlives the finalizer's callbacks
   Finalizer finalizer;                  // last: destroyed (drained) first
 };
@@ -522,18 +520,6 @@ CudaExecutor::~CudaExecutor() = default;
 Status CudaExecutor::accept(TensorEntry& entry) {
   const Device device = entryDevice(entry);
   const std::string& name = entry.request.name;
-  // Refused at enqueue: every rank posting the tensor refuses it, none waits for the others.
-  if (entry.request.reduceOp == ReduceOp::kAdasum) {
-    return ZEN_ERROR(StatusCode::kUnimplemented,
-                     "tensor '{}' is on {}: adasum runs on the CPU only (pass host tensors)", name,
-                     device.toString());
-  }
-  if (entry.request.processSet != kGlobalProcessSet) {
-    return ZEN_ERROR(StatusCode::kUnimplemented,
-                     "tensor '{}' is on {}: process sets other than the global one run on the "
-                     "CPU only (pass host tensors)",
-                     name, device.toString());
-  }
 #ifndef ZEN_HAVE_NCCL
   return ZEN_ERROR(StatusCode::kInvalidArgument,
                    "tensor '{}' is on {}, but zen was built without NCCL, which its GPU "
@@ -718,6 +704,10 @@ Status CudaExecutor::execute(const Response& response,
   std::unique_lock<std::mutex> lock(mu);
   cv.wait(lock, [&] { return ended; });
   return result;
+}
+
+DeviceStaging& CudaExecutor::staging() {
+  return impl_->staging;
 }
 
 void CudaExecutor::drain() {

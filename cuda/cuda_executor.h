@@ -38,12 +38,17 @@
 //   handles with that kTimeout, and the communicator has been aborted by then (by NcclComm's waits,
 //   and by gpuSparseAllreduce for its kernels' waits): its stuck kernels end and later GPU buckets
 //   fail with kAborted (the data plane needs a new communicator).
+// - Adasum and the collectives of process sets other than the global one have no NCCL form
+//   here (the communicator is the job's): the DispatchExecutor runs them in the CPU executor
+//   over host copies (cuda/host_staging.h), moved by staging() (cuda/cuda_staging.h) on this
+//   executor's device.
 // - Without NCCL (ZEN_HAVE_NCCL undefined) every device tensor is refused.
 // CUDA and NCCL types stay in cuda_executor.cc.
 #include <memory>
 
 #include "core/config.h"
 #include "core/executor.h"
+#include "cuda/host_staging.h"
 #include "ops/transport.h"
 
 namespace spdlog {
@@ -80,6 +85,10 @@ class CudaExecutor final : public Executor {
               const std::vector<TensorEntry*>& entries,
               const BucketDone& done) override;
   void drain() override;
+
+  // The staging of the buckets the DispatchExecutor runs on the host (cuda/cuda_staging.h),
+  // on this executor's device; it lives as long as this executor.
+  DeviceStaging& staging();
 
   struct Impl;
 

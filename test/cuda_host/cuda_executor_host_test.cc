@@ -477,8 +477,9 @@ TEST(GatherPlan, RefusesAPlanThatDoesNotAddUp) {
 class Recorder final : public Executor {
  public:
   explicit Recorder(bool device) : device_(device) {}
-  Status execute(const Response&, const std::vector<TensorEntry*>&, BucketReport*) override {
+  Status execute(const Response&, const std::vector<TensorEntry*>&, BucketReport* r) override {
     ++executed;
+    r->scheme = device_ ? "device" : "host";
     return Status::ok();
   }
   Status accept(TensorEntry&) override {
@@ -490,7 +491,9 @@ class Recorder final : public Executor {
     ++setsAdded;
     return Status::ok();
   }
+  void removeProcessSet(int32_t) override { ++setsRemoved; }
   int executed = 0;
+  int setsRemoved = 0;
   int accepted = 0;
   int drained = 0;
   int setsAdded = 0;
@@ -499,12 +502,29 @@ class Recorder final : public Executor {
   bool device_;
 };
 
+// Staging that was never needed: the dispatch tests' buckets have no entries of this rank.
+class FakeStaging final : public DeviceStaging {
+ public:
+  Status prepare(int, const std::vector<TensorEntry*>&) override {
+    ++prepared;
+    return Status::ok();
+  }
+  Status toHost(const std::vector<StagedCopy>&) override { return Status::ok(); }
+  Status toDevice(const std::vector<StagedCopy>&) override { return Status::ok(); }
+  Status allocate(size_t, std::shared_ptr<void>* out) override {
+    out->reset();
+    return Status::ok();
+  }
+  int prepared = 0;
+};
+
 TEST(DispatchExecutor, ByThePlansDeviceForThisRankAndByTheEntryAtEnqueue) {
   auto host = std::make_unique<Recorder>(false);
   auto device = std::make_unique<Recorder>(true);
   Recorder* h = host.get();
   Recorder* d = device.get();
-  DispatchExecutor dispatch(0, std::move(host), std::move(device));
+  FakeStaging staging;
+  DispatchExecutor dispatch(0, std::move(host), std::move(device), &staging);
   Response r = denseResponse({{1}});
   BucketReport report;
   // Rank 0 is on cuda:0 even though it posted nothing here (joined): the device executor.
@@ -534,16 +554,41 @@ TEST(DispatchExecutor, ByThePlansDeviceForThisRankAndByTheEntryAtEnqueue) {
   EXPECT_EQ(d->drained, 1);
   EXPECT_EQ(h->drained, 1);
 
-  // Process sets run on the host: registered there, and a set's plan goes there whatever
-  // its devices say (rank numbers in it are within the set, not this rank's).
-  ASSERT_TRUE(dispatch.addProcessSet(1, {0, 1}).isOk());
+  // Process sets run in the host executor: registered there; a set's plan on GPUs is staged
+  // through the host (the device is this rank's within the set: set rank 1 here).
+  ASSERT_TRUE(dispatch.addProcessSet(1, {2, 0}).isOk());
   EXPECT_EQ(h->setsAdded, 1);
   EXPECT_EQ(d->setsAdded, 0);
-  r.devices = {Device::cuda(0), Device::cuda(0)};
+  r.devices = {Device::cpu(), Device::cuda(0)};
   r.processSet = 1;
+  report = BucketReport{};
   ASSERT_TRUE(dispatch.execute(r, {nullptr}, &report).isOk());
   EXPECT_EQ(h->executed, 3);
+  EXPECT_EQ(report.scheme, "host-staged host");
+  r.devices = {Device::cuda(0), Device::cpu()};  // this rank's part on the host: not staged
+  report = BucketReport{};
+  ASSERT_TRUE(dispatch.execute(r, {nullptr}, &report).isOk());
+  EXPECT_EQ(h->executed, 4);
+  EXPECT_EQ(report.scheme, "host");
+  // Adasum on GPUs, the job's set: staged, submitted or not.
+  r.processSet = kGlobalProcessSet;
+  r.devices = {Device::cuda(0), Device::cuda(0)};
+  r.reduceOp = ReduceOp::kAdasum;
+  ended = false;
+  dispatch.submit(r, {nullptr}, [&](const Status& s, BucketReport b) {
+    ended = s.isOk() && b.scheme == "host-staged host";
+  });
+  EXPECT_TRUE(ended);
+  EXPECT_EQ(h->executed, 5);
   EXPECT_EQ(d->executed, 1);
+  // A set this rank never registered: the host executor says so.
+  r.processSet = 7;
+  ASSERT_TRUE(dispatch.execute(r, {nullptr}, &report).isOk());
+  EXPECT_EQ(h->executed, 6);
+  // Joined everywhere: nothing of this rank to stage, so the device was never prepared.
+  EXPECT_EQ(staging.prepared, 0);
+  dispatch.removeProcessSet(1);
+  EXPECT_EQ(h->setsRemoved, 1);
 }
 
 TEST(DefaultAccept, HostExecutorsRefuseDeviceTensorsSayingWhy) {

@@ -137,10 +137,30 @@ def main():
                 assert got.is_cuda and got.dtype == p.dtype, (op, i, got.device, got.dtype)
                 assert torch.equal(got.cpu(), want), (op, i)
 
+    # Adasum and a process set's collectives staged through host memory (no NCCL form in
+    # Zen): results back on the device, equal to the host path's.
+    def staged():
+        x = ints(50, 3)
+        got = hvd.allreduce(x.to(dev), op=hvd.Adasum, name="ada")
+        assert got.is_cuda and torch.equal(got.cpu(), hvd.allreduce(x, op=hvd.Adasum,
+                                                                    name="ada.host"))
+        solo = hvd.add_process_set([0])
+        got = hvd.allreduce(x.to(dev), op=hvd.Sum, name="ps.sum", process_set=solo)
+        assert got.is_cuda and torch.equal(got.cpu(), x)
+        gathered = hvd.allgather(x.to(dev), name="ps.ag", process_set=solo)
+        assert gathered.is_cuda and torch.equal(gathered.cpu(), x)
+        rows = torch.randperm(300, generator=gen)[:40]
+        sp = torch.sparse_coo_tensor(rows.view(1, -1), ints(40, 2), (300, 2))
+        summed = hvd.sparse_allreduce(sp.to(dev), name="ps.sp", op=hvd.Sum, process_set=solo)
+        assert summed.is_cuda and torch.equal(summed.to_dense().cpu(), sp.to_dense())
+        hvd.remove_process_set(solo)
+        buckets = hvd.stats()["buckets_by_scheme"]
+        assert any(k.startswith("host-staged ") for k in buckets), buckets
+
     # Every section runs even after one fails, so that one device run shows every failure.
     failed = []
     for check in (allreduce, ready_events, sparse, fused_sparse, broadcast_allgather, alltoall,
-                  reducescatter):
+                  reducescatter, staged):
         try:
             check()
         except Exception:  # noqa: BLE001 -- reported, then the next section runs

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "test/runtime/fake_device.h"
 #include "test/runtime/runtime_test_util.h"
 
 namespace zen::testing {
@@ -51,9 +52,47 @@ Failure mismatch(const char* what,
                      fmt::join(want, " "));
 }
 
+// An allgather's or alltoall's rows, wherever they are: on the fake device they must be there
+// only (as the GPU path delivers them).
+Result<std::vector<float>> rowsOf(const OpResult& r, bool fakeDevice) {
+  const void* data = r.gathered.data();
+  size_t bytes = r.gathered.size();
+  if (fakeDevice) {
+    if (!(r.gatheredDevice == Device::cuda(0)) || !r.gathered.empty()) {
+      return ZEN_ERROR(StatusCode::kInternal, "rows on {}, {} B on the host",
+                       r.gatheredDevice.toString(), r.gathered.size());
+    }
+    data = fromFakeDevice(r.gatheredOnDevice.get());
+    bytes = r.gatheredDeviceBytes;
+  }
+  std::vector<float> rows(bytes / sizeof(float));
+  if (bytes > 0) std::memcpy(rows.data(), data, bytes);
+  return rows;
+}
+
+// A sparse result, wherever it is (the fake device's: only there).
+Result<SparseTensor> sparseOf(const OpResult& r, bool fakeDevice) {
+  if (!fakeDevice) return r.sparse;
+  if (!(r.sparseDevice == Device::cuda(0)) || !r.sparse.indices.empty()) {
+    return ZEN_ERROR(StatusCode::kInternal, "sparse result on {}, {} rows on the host",
+                     r.sparseDevice.toString(), r.sparse.indices.size());
+  }
+  SparseTensor t = r.sparse;
+  const size_t nnz = static_cast<size_t>(r.sparseDeviceNnz);
+  t.indices.resize(nnz);
+  t.values.resize(nnz * t.rowBytes());
+  if (nnz > 0) {
+    std::memcpy(t.indices.data(), fromFakeDevice(r.sparseIndicesOnDevice.get()),
+                nnz * sizeof(int64_t));
+    std::memcpy(t.values.data(), fromFakeDevice(r.sparseValuesOnDevice.get()), t.values.size());
+  }
+  return t;
+}
+
 // One step of every collective, on rank `me` of four: pair = {0, 1} or {2, 3} (the same names
-// in both), trio = {1, 2, 3}, and the job.
-Failure step(Runtime& rt, int me, int32_t pair, int32_t trio, int s) {
+// in both), trio = {1, 2, 3}, and the job. The sets' tensors on the fake device when asked.
+Failure step(Runtime& rt, int me, int32_t pair, int32_t trio, int s, bool fakeDevice) {
+  const auto place = [&](auto view) { return fakeDevice ? onDevice(view) : view; };
   const std::vector<int32_t> pairRanks = rt.processSetRanks(pair);
   const std::vector<int32_t> trioRanks = {1, 2, 3};
   const bool inTrio = me != 0;
@@ -71,8 +110,8 @@ Failure step(Runtime& rt, int me, int32_t pair, int32_t trio, int s) {
   for (int64_t e = 0; e < kLen; ++e) mine[static_cast<size_t>(e)] = denseValue(me, s, e);
   std::vector<float> pairOut(kLen), jobOut(kLen), trioOut(kLen);
   Failure f;
-  if (!(f = post(TensorOp::allreduce("g", denseView(mine, TensorShape({kLen})),
-                                     denseView(pairOut, TensorShape({kLen})), ReduceOp::kSum)
+  if (!(f = post(TensorOp::allreduce("g", place(denseView(mine, TensorShape({kLen}))),
+                                     place(denseView(pairOut, TensorShape({kLen}))), ReduceOp::kSum)
                      .inProcessSet(pair)))
            .empty()) {
     return f;
@@ -84,15 +123,15 @@ Failure step(Runtime& rt, int me, int32_t pair, int32_t trio, int s) {
   }
   // The pair's sparse gradient, reduced to a sparse result.
   const SparseInput sparse = sparseInput(me, s);
-  if (!(f = post(
-            TensorOp::sparseAllreduce("emb", sparse.view(), ReduceOp::kSum).inProcessSet(pair)))
+  if (!(f = post(TensorOp::sparseAllreduce("emb", place(sparse.view()), ReduceOp::kSum)
+                     .inProcessSet(pair)))
            .empty()) {
     return f;
   }
   // Broadcast from the pair's set rank 1.
   std::vector<float> bcast = mine;
-  if (!(f = post(
-            TensorOp::broadcast("bc", denseView(bcast, TensorShape({kLen})), 1).inProcessSet(pair)))
+  if (!(f = post(TensorOp::broadcast("bc", place(denseView(bcast, TensorShape({kLen}))), 1)
+                     .inProcessSet(pair)))
            .empty()) {
     return f;
   }
@@ -100,15 +139,16 @@ Failure step(Runtime& rt, int me, int32_t pair, int32_t trio, int s) {
   std::vector<float> gatherIn, a2aIn, rsIn(9), rsOut;
   std::vector<int64_t> splits;
   if (inTrio) {
-    if (!(f = post(TensorOp::allreduce("c", denseView(mine, TensorShape({kLen})),
-                                       denseView(trioOut, TensorShape({kLen})), ReduceOp::kAverage)
+    if (!(f = post(TensorOp::allreduce("c", place(denseView(mine, TensorShape({kLen}))),
+                                       place(denseView(trioOut, TensorShape({kLen}))),
+                                       ReduceOp::kAverage)
                        .inProcessSet(trio)))
              .empty()) {
       return f;
     }
     for (int k = 0; k <= trioRank; ++k) gatherIn.push_back(static_cast<float>(me * 10 + k + s));
-    if (!(f = post(TensorOp::allgather("ag",
-                                       denseView(gatherIn, TensorShape({trioRank + 1, int64_t{1}})))
+    if (!(f = post(TensorOp::allgather(
+                       "ag", place(denseView(gatherIn, TensorShape({trioRank + 1, int64_t{1}}))))
                        .inProcessSet(trio)))
              .empty()) {
       return f;
@@ -118,16 +158,17 @@ Failure step(Runtime& rt, int me, int32_t pair, int32_t trio, int s) {
       for (int64_t k = 0; k < splits.back(); ++k) a2aIn.push_back(a2aValue(trioRank, d, k));
     }
     const int64_t a2aTotal = std::accumulate(splits.begin(), splits.end(), int64_t{0});
-    if (!(f = post(TensorOp::alltoall("a2a", denseView(a2aIn, TensorShape({a2aTotal})), splits)
-                       .inProcessSet(trio)))
+    if (!(f = post(
+              TensorOp::alltoall("a2a", place(denseView(a2aIn, TensorShape({a2aTotal}))), splits)
+                  .inProcessSet(trio)))
              .empty()) {
       return f;
     }
     for (size_t i = 0; i < rsIn.size(); ++i) rsIn[i] = static_cast<float>(me + i + s);
     rsOut.resize(static_cast<size_t>(scatterRows(9, 3, trioRank)));
     if (!(f = post(TensorOp::reducescatter(
-                       "rs", denseView(rsIn, TensorShape({9})),
-                       denseView(rsOut, TensorShape({static_cast<int64_t>(rsOut.size())})),
+                       "rs", place(denseView(rsIn, TensorShape({9}))),
+                       place(denseView(rsOut, TensorShape({static_cast<int64_t>(rsOut.size())}))),
                        ReduceOp::kSum)
                        .inProcessSet(trio)))
              .empty()) {
@@ -154,32 +195,33 @@ Failure step(Runtime& rt, int me, int32_t pair, int32_t trio, int s) {
   if (!(f = mismatch("pair broadcast", s, bcast, root)).empty()) return f;
   std::vector<SparseInput> members;
   for (int r : pairRanks) members.push_back(sparseInput(r, s));
-  if (!(f = mismatch("pair sparse allreduce", s, densify(handles[2].result().sparse),
-                     denseSum(members)))
+  const Result<SparseTensor> sparseSum = sparseOf(handles[2].result(), fakeDevice);
+  if (!sparseSum.isOk()) return sparseSum.status().toString();
+  if (!(f = mismatch("pair sparse allreduce", s, densify(sparseSum.value()), denseSum(members)))
            .empty()) {
     return f;
   }
   if (!inTrio) return {};
 
   if (!(f = mismatch("trio average", s, trioOut, trioSum)).empty()) return f;
-  std::vector<float> gathered, gatheredWant;
-  const OpResult& ag = handles[5].result();
-  gathered.resize(ag.gathered.size() / sizeof(float));
-  std::memcpy(gathered.data(), ag.gathered.data(), ag.gathered.size());
+  const Result<std::vector<float>> gathered = rowsOf(handles[5].result(), fakeDevice);
+  if (!gathered.isOk()) return gathered.status().toString();
+  std::vector<float> gatheredWant;
   for (int t = 0; t < 3; ++t) {
     for (int k = 0; k <= t; ++k) gatheredWant.push_back(static_cast<float>((t + 1) * 10 + k + s));
   }
-  if (!(f = mismatch("trio allgather", s, gathered, gatheredWant)).empty()) return f;
+  if (!(f = mismatch("trio allgather", s, gathered.value(), gatheredWant)).empty()) return f;
   const OpResult& a2a = handles[6].result();
-  std::vector<float> received(a2a.gathered.size() / sizeof(float)), receivedWant;
-  std::memcpy(received.data(), a2a.gathered.data(), a2a.gathered.size());
+  const Result<std::vector<float>> received = rowsOf(a2a, fakeDevice);
+  if (!received.isOk()) return received.status().toString();
+  std::vector<float> receivedWant;
   std::vector<int64_t> splitsWant;
   for (int src = 0; src < 3; ++src) {
     splitsWant.push_back(a2aRows(src, trioRank, s));
     for (int64_t k = 0; k < splitsWant.back(); ++k)
       receivedWant.push_back(a2aValue(src, trioRank, k));
   }
-  if (!(f = mismatch("trio alltoall", s, received, receivedWant)).empty()) return f;
+  if (!(f = mismatch("trio alltoall", s, received.value(), receivedWant)).empty()) return f;
   if (a2a.receivedSplits != splitsWant) return fmt::format("trio alltoall splits at step {}", s);
   std::vector<float> rsWant(rsOut.size());
   const int64_t offset = scatterOffset(9, 3, trioRank);
@@ -192,7 +234,7 @@ Failure step(Runtime& rt, int me, int32_t pair, int32_t trio, int s) {
 
 }  // namespace
 
-Failure processSetSteps(Runtime& rt) {
+Failure processSetSteps(Runtime& rt, bool fakeDevice) {
   if (rt.size() != 4) return "needs 4 ranks";
   const int me = rt.rank();
   Result<int32_t> low = addSet(rt, {1, 0});
@@ -207,7 +249,7 @@ Failure processSetSteps(Runtime& rt) {
   if (rt.processSetRanks(trio.value()) != std::vector<int32_t>{1, 2, 3}) return "trio's ranks";
   const int32_t pair = me < 2 ? low.value() : high.value();
   for (int s = 0; s < 3; ++s) {
-    const Failure f = step(rt, me, pair, trio.value(), s);
+    const Failure f = step(rt, me, pair, trio.value(), s, fakeDevice);
     if (!f.empty()) return f;
   }
   for (int32_t id : {low.value(), high.value()}) {

@@ -21,7 +21,9 @@ using Failure = std::string;
 Result<int32_t> addSet(Runtime& rt, std::vector<int32_t> ranks);
 Status removeSet(Runtime& rt, int32_t id);
 
-// Every rank of a 4-rank job calls it; bounded waits throughout.
-Failure processSetSteps(Runtime& rt);
+// Every rank of a 4-rank job calls it; bounded waits throughout. fakeDevice: the sets'
+// tensors are on test/runtime/fake_device.h's GPU (the job's stay on the host), and their
+// results must come back there.
+Failure processSetSteps(Runtime& rt, bool fakeDevice = false);
 
 }  // namespace zen::testing

@@ -23,11 +23,11 @@ def _describe(p, name=None):
     return "parameter '%s'" % name if name else "a parameter of shape %s" % (tuple(p.shape),)
 
 
-def _check_host(p, name=None):
-    # The daemon refuses Adasum on CUDA tensors too, but only after the local step has moved p.
-    if p.device.type != "cpu":
-        raise ValueError("DistributedOptimizer(op=Adasum): %s is on %s; zen's Adasum takes host "
-                         "(CPU) tensors only (Adasum on CUDA is not in Zen)"
+def _check_device(p, name=None):
+    # The daemon refuses other devices too, but only after the local step has moved p.
+    if p.device.type not in ("cpu", "cuda"):
+        raise ValueError("DistributedOptimizer(op=Adasum): %s is on %s; zen's Adasum takes CPU "
+                         "and CUDA tensors (CUDA ones through host memory)"
                          % (_describe(p, name), p.device))
 
 
@@ -42,7 +42,7 @@ def check_adasum_arguments(optimizer, compression, sparse_as_dense):
                          "Zen's Adasum takes dense gradients only (use dense embeddings)")
     for group in optimizer.param_groups:
         for p in group["params"]:
-            _check_host(p)
+            _check_device(p)
 
 
 class _AdasumMethods:
@@ -58,7 +58,7 @@ class _AdasumMethods:
             raise ValueError("DistributedOptimizer(op=Adasum): %s has a sparse gradient; Zen's "
                              "Adasum is dense-only (use nn.Embedding(sparse=False), or op=Average"
                              " for Zen's sparse allreduce)" % _describe(p, name))
-        _check_host(p, name)
+        _check_device(p, name)
         with torch.no_grad():
             old = p.detach().clone()
             self._step_alone(p)

@@ -1,0 +1,121 @@
+// Host staging's copies on the GPU (cuda/cuda_staging.h).
+#include "cuda/cuda_staging.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include "cuda/cuda_check.h"
+#include "cuda/device_buffer.h"
+#include "cuda/device_memory.h"
+#include "cuda/ready_event.h"
+#include "cuda/stream_wait.h"
+
+namespace zen::cuda {
+
+struct CudaStaging::Impl {
+  double timeoutSeconds;
+  std::function<Status(int)> useDevice;
+  int device = -1;
+  cudaStream_t stream = nullptr;
+  PinnedBuffer bounce;
+  Status failure;  // the first failed copy: the buffer may still be in use
+
+  // The copies through the bounce buffer, a round at a time.
+  Status copy(const std::vector<StagedCopy>& copies, bool toDevice);
+  // kAborted once a copy failed.
+  Status check() const {
+    if (failure.isOk()) return Status::ok();
+    return ZEN_ERROR(StatusCode::kAborted, "host staging failed earlier: {}", failure.toString());
+  }
+  // The copies, unless one failed before; remembers their failure.
+  Status guardedCopy(const std::vector<StagedCopy>& copies, bool toDevice) {
+    ZEN_RETURN_IF_ERROR(check());
+    Status s = copy(copies, toDevice);
+    if (!s.isOk()) failure = s;
+    return s;
+  }
+};
+
+Status CudaStaging::Impl::copy(const std::vector<StagedCopy>& copies, bool toDevice) {
+  const std::vector<std::vector<BouncePiece>> rounds = planBounce(copies, kBounceBytes);
+  if (rounds.empty()) return Status::ok();
+  size_t largest = 0;
+  for (const auto& round : rounds) {
+    largest = std::max(largest, round.back().at + round.back().bytes);
+  }
+  ZEN_RETURN_IF_ERROR(bounce.reserve(largest));
+  std::byte* buffer = bounce.as<std::byte>();
+  const char* what = toDevice ? "copying a staged bucket's results to the device"
+                              : "copying a staged bucket's inputs to the host";
+  for (const auto& round : rounds) {
+    for (const BouncePiece& p : round) {
+      const StagedCopy& c = copies[p.copy];
+      if (toDevice) {
+        std::memcpy(buffer + p.at, static_cast<const std::byte*>(c.src) + p.offset, p.bytes);
+        ZEN_CHECK_CUDA(cudaMemcpyAsync(static_cast<std::byte*>(c.dst) + p.offset, buffer + p.at,
+                                       p.bytes, cudaMemcpyHostToDevice, stream));
+      } else {
+        ZEN_CHECK_CUDA(cudaMemcpyAsync(buffer + p.at,
+                                       static_cast<const std::byte*>(c.src) + p.offset, p.bytes,
+                                       cudaMemcpyDeviceToHost, stream));
+      }
+    }
+    ZEN_RETURN_IF_ERROR(waitStream(stream, timeoutSeconds, what));
+    if (toDevice) continue;
+    for (const BouncePiece& p : round) {
+      std::memcpy(static_cast<std::byte*>(copies[p.copy].dst) + p.offset, buffer + p.at, p.bytes);
+    }
+  }
+  return Status::ok();
+}
+
+CudaStaging::CudaStaging(double timeoutSeconds, std::function<Status(int)> useDevice)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->timeoutSeconds = timeoutSeconds;
+  impl_->useDevice = std::move(useDevice);
+}
+
+CudaStaging::~CudaStaging() {
+  if (impl_->stream == nullptr) return;
+  (void)cudaSetDevice(impl_->device);
+  (void)waitStream(impl_->stream, impl_->timeoutSeconds, "host staging's shutdown");
+  (void)cudaStreamDestroy(impl_->stream);
+}
+
+Status CudaStaging::prepare(int device, const std::vector<TensorEntry*>& entries) {
+  Impl& m = *impl_;
+  ZEN_RETURN_IF_ERROR(m.check());
+  ZEN_RETURN_IF_ERROR(m.useDevice(device));
+  if (m.stream == nullptr) {
+    ZEN_CHECK_CUDA(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
+    m.device = device;
+  }
+  // On the host: nothing of this bucket is queued yet, so a framework that never readies an
+  // input costs this bucket a kTimeout and leaves staging usable.
+  std::vector<cudaEvent_t> events;
+  for (const TensorEntry* e : entries) {
+    if (e != nullptr) events.push_back(readyEventOf(*e));
+  }
+  return waitEvents(events, m.timeoutSeconds,
+                    "the framework's work on the inputs of a bucket staged through the host "
+                    "(their ready events)");
+}
+
+Status CudaStaging::toHost(const std::vector<StagedCopy>& copies) {
+  return impl_->guardedCopy(copies, false);
+}
+
+Status CudaStaging::toDevice(const std::vector<StagedCopy>& copies) {
+  return impl_->guardedCopy(copies, true);
+}
+
+Status CudaStaging::allocate(size_t bytes, std::shared_ptr<void>* out) {
+  return ownedDeviceMemory(impl_->device, bytes, out);
+}
+
+}  // namespace zen::cuda

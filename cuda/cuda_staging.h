@@ -1,0 +1,40 @@
+#pragma once
+
+// The CUDA side of host staging (cuda/host_staging.h): what the DispatchExecutor needs to run a
+// GPU bucket in the CPU executor. Copies run on a stream of this class's own (never the
+// executor's, so a collective stuck there does not hold them up) through a page-locked bounce
+// buffer of at most kBounceBytes, round by round (planBounce), each round's wait bounded by the
+// timeout. After a copy failed or timed out the buffer may still be in use: every later call
+// returns kAborted with that first error. Loop thread only. CUDA types stay in cuda_staging.cc.
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "cuda/host_staging.h"
+
+namespace zen::cuda {
+
+class CudaStaging final : public DeviceStaging {
+ public:
+  static constexpr size_t kBounceBytes = size_t{64} << 20;
+
+  // useDevice(index): the executor's rule for this rank's one device (makes it current, or
+  // refuses another); the stream is created on it at the first prepare.
+  CudaStaging(double timeoutSeconds, std::function<Status(int)> useDevice);
+  // Waits (bounded) for the stream, then frees it and the buffer.
+  ~CudaStaging() override;
+  CudaStaging(const CudaStaging&) = delete;
+  CudaStaging& operator=(const CudaStaging&) = delete;
+
+  Status prepare(int device, const std::vector<TensorEntry*>& entries) override;
+  Status toHost(const std::vector<StagedCopy>& copies) override;
+  Status toDevice(const std::vector<StagedCopy>& copies) override;
+  Status allocate(size_t bytes, std::shared_ptr<void>* out) override;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace zen::cuda
