@@ -196,8 +196,8 @@ struct CudaExecutor::Impl {
   GpuSparseAllreduceResult sparseResult;
 #endif
   SparseResultDelivery sparseDelivery;  // sparse results, and a mixed bucket's dense outputs
-  CudaStaging staging;                  // the DispatchExecutor's staged buckets
   EventPool events;                     // completion events; outlives the finalizer's callbacks
+  CudaStaging staging;                  // the DispatchExecutor's staged buckets
   Finalizer finalizer;                  // last: destroyed (drained) first
 };
 

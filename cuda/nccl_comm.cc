@@ -110,12 +110,9 @@ struct NcclComm::Impl {
   ncclComm_t comm = nullptr;
   Status failure;       // the first communicator failure: every later call returns it (kAborted)
   DeviceBuffer counts;  // device uint64 [2 n] for the count exchanges; also a dummy buffer
-  PinnedBuffer hostCounts;                  // pinned uint64 [2 n]
-  std::atomic<bool> abortRequested{false};  // requestAbort(), from any thread
-  std::mutex abortMu;
-  Status abortReason;     // guarded by abortMu
-  bool failOnly = false;  // guarded by abortMu: requestFail's request
-  bool keepComm = false;  // driving thread: failed by requestFail, aborted when destroyed
+  PinnedBuffer hostCounts;  // pinned uint64 [2 n]
+  EndRequest endRequest;    // requestAbort(), requestFail(), from any thread
+  bool keepComm = false;    // driving thread: failed by requestFail, aborted when destroyed
   std::unique_ptr<std::atomic<uint64_t>[]> sent;
   std::unique_ptr<std::atomic<uint64_t>[]> received;
 
@@ -174,27 +171,11 @@ struct NcclComm::Impl {
     return fail(ZEN_ERROR(s.code(), "rank {}: setting up NCCL: {}", rank, s.message()));
   }
 
-  // requestAbort() and requestFail(), from any thread.
-  void request(const Status& why, bool onlyFail) {
-    {
-      std::lock_guard<std::mutex> lock(abortMu);
-      if (abortRequested.load()) return;  // the first reason wins
-      abortReason = why;
-      failOnly = onlyFail;
-    }
-    abortRequested.store(true, std::memory_order_release);
-  }
-
   // Acts on requestAbort() and requestFail() (driving thread only).
   Status honourAbortRequest() {
-    if (!abortRequested.load(std::memory_order_acquire)) return Status::ok();
+    if (!endRequest.pending()) return Status::ok();
     Status why;
-    bool onlyFail = false;
-    {
-      std::lock_guard<std::mutex> lock(abortMu);
-      why = abortReason;
-      onlyFail = failOnly;
-    }
+    const bool onlyFail = endRequest.current(&why) == EndRequest::Kind::kFail;
     if (onlyFail) {
       keepComm = true;
       return fail(ZEN_ERROR(StatusCode::kAborted,
@@ -217,7 +198,7 @@ struct NcclComm::Impl {
   Status waitIssued(const char* what) {
     const Status s = pollWithDeadline(
         [&](Status* err) {
-          if (abortRequested.load(std::memory_order_acquire)) {
+          if (endRequest.pending()) {
             *err = honourAbortRequest();
             return PollState::kFailed;
           }
@@ -374,7 +355,7 @@ Status NcclComm::wait(cudaStream_t stream, const char* what) {
   ZEN_RETURN_IF_ERROR(init());
   const Status s = pollWithDeadline(
       [&](Status* err) {
-        if (m->abortRequested.load(std::memory_order_acquire)) {
+        if (m->endRequest.pending()) {
           *err = m->honourAbortRequest();
           return PollState::kFailed;
         }
@@ -570,11 +551,11 @@ Status NcclComm::broadcast(void* data, size_t bytes, int root, cudaStream_t stre
 }
 
 void NcclComm::requestAbort(const Status& why) {
-  impl_->request(why, false);
+  impl_->endRequest.request(why, EndRequest::Kind::kAbort);
 }
 
 void NcclComm::requestFail(const Status& why) {
-  impl_->request(why, true);
+  impl_->endRequest.request(why, EndRequest::Kind::kFail);
 }
 
 ops::TransportCounters NcclComm::counters() const {

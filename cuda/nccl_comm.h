@@ -102,7 +102,8 @@ class NcclComm {
   // (kAborted with `why` from its current wait and every later call), without ncclCommAbort:
   // work of it queues on a stream behind a framework's kernel that never ends (an input never
   // ready), and ncclCommAbort's frees would wait for that kernel (NVIDIA/nccl#829). The
-  // destructor aborts it. The first request, of either kind, wins.
+  // destructor aborts it. The first reason wins, but this one turns a pending requestAbort
+  // (not yet acted on) into a fail (nccl_plan.h's EndRequest says why).
   void requestFail(const Status& why);
 
   // On the driving thread: aborts the communicator now (ncclCommAbort ends its kernels stuck on

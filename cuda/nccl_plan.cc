@@ -205,4 +205,22 @@ Status shareNcclUniqueId(ops::Transport& bootstrap, const Status& made, void* id
   return Status::ok();
 }
 
+void EndRequest::request(const Status& why, Kind kind) {
+  if (kind == Kind::kNone) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (kind_ == Kind::kNone) {
+    why_ = why;
+    kind_ = kind;
+  } else if (kind_ == Kind::kAbort && kind == Kind::kFail) {
+    kind_ = Kind::kFail;  // an abort would now wait for the framework's kernel
+  }
+  pending_.store(true, std::memory_order_release);
+}
+
+EndRequest::Kind EndRequest::current(Status* why) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  *why = why_;
+  return kind_;
+}
+
 }  // namespace zen::cuda

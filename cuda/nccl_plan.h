@@ -3,10 +3,13 @@
 // Host-side logic of the NCCL backend (cuda/nccl_comm.cc) in plain C++ without CUDA or NCCL
 // headers, so test/cuda_host checks it on every machine: the bounded poll loop, the checks of
 // v-collective segment sizes, the byte accounting (ops::TransportCounters' rules), and the
-// check of the loaded NCCL's version against the headers'.
+// check of the loaded NCCL's version against the headers', the requests that end a
+// communicator.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -104,5 +107,28 @@ Status agreeOnNcclSetup(ops::Transport& bootstrap,
 // a flag and the id, which carries the message's start instead): a peer would otherwise join
 // ncclCommInitRank with an empty id and wait there until its timeout. Rank 0 returns `made`.
 Status shareNcclUniqueId(ops::Transport& bootstrap, const Status& made, void* id, size_t idBytes);
+
+// Requests to end a communicator, made from any thread (NcclComm::requestAbort, requestFail),
+// acted on by its driving thread. The first reason wins, with one exception: a request to
+// fail only (an input that never became ready, so the stream waits behind the framework's
+// kernel) turns a pending abort into a fail, keeping the abort's reason: ncclCommAbort frees
+// memory, which waits for every kernel on the device, that one too, and would block the
+// driving thread for good (NVIDIA/nccl#829). A fail is never turned into an abort.
+class EndRequest {
+ public:
+  enum class Kind { kNone, kAbort, kFail };
+
+  void request(const Status& why, Kind kind);
+  // Cheap, for the polling loops.
+  bool pending() const { return pending_.load(std::memory_order_acquire); }
+  // The request now (kNone when none), its reason in *why.
+  Kind current(Status* why) const;
+
+ private:
+  std::atomic<bool> pending_{false};
+  mutable std::mutex mu_;
+  Status why_;               // guarded by mu_
+  Kind kind_ = Kind::kNone;  // guarded by mu_
+};
 
 }  // namespace zen::cuda

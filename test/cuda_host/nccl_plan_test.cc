@@ -8,6 +8,7 @@
 #include <mutex>
 #include <numeric>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test/ops/transport_harness.h"
@@ -196,7 +197,9 @@ TEST(NcclVersions, RanksThatAgreePassAndThoseThatDifferFailTogether) {
     });
     for (const Status& s : verdicts) {
       EXPECT_EQ(s.isOk(), other == 22809) << s.toString();
-      if (!s.isOk()) EXPECT_NE(s.message().find("rank 1 2.27.3"), std::string::npos) << s.message();
+      if (!s.isOk()) {
+        EXPECT_NE(s.message().find("rank 1 2.27.3"), std::string::npos) << s.message();
+      }
     }
   }
 }
@@ -265,6 +268,52 @@ TEST(NcclSetup, RankZerosUniqueIdOrItsFailureReachesEveryRank) {
                   "rank 0 could not create the NCCL unique id: " + cause.substr(0, kIdBytes - 1));
       }
     }
+  }
+}
+
+// The requests that end a communicator: the first reason wins; a fail (an input never ready)
+// turns a pending abort into a fail, never the other way round; requests race from threads.
+TEST(EndRequest, FirstReasonWinsAndAFailDowngradesAPendingAbort) {
+  using Kind = EndRequest::Kind;
+  Status why;
+  EndRequest none;
+  EXPECT_FALSE(none.pending());
+  EXPECT_EQ(none.current(&why), Kind::kNone);
+
+  EndRequest abortThenFail;
+  abortThenFail.request(Status(StatusCode::kTimeout, "collective hung"), Kind::kAbort);
+  ASSERT_TRUE(abortThenFail.pending());
+  EXPECT_EQ(abortThenFail.current(&why), Kind::kAbort);
+  abortThenFail.request(Status(StatusCode::kTimeout, "input never ready"), Kind::kFail);
+  EXPECT_EQ(abortThenFail.current(&why), Kind::kFail);
+  EXPECT_EQ(why.message(), "collective hung");
+
+  EndRequest failThenAbort;
+  failThenAbort.request(Status(StatusCode::kTimeout, "input never ready"), Kind::kFail);
+  failThenAbort.request(Status(StatusCode::kTimeout, "collective hung"), Kind::kAbort);
+  EXPECT_EQ(failThenAbort.current(&why), Kind::kFail);
+  EXPECT_EQ(why.message(), "input never ready");
+
+  EndRequest twoAborts;
+  twoAborts.request(Status(StatusCode::kIoError, "first"), Kind::kAbort);
+  twoAborts.request(Status(StatusCode::kIoError, "second"), Kind::kAbort);
+  EXPECT_EQ(twoAborts.current(&why), Kind::kAbort);
+  EXPECT_EQ(why.message(), "first");
+
+  // From threads at once: whichever came first, one fail among them leaves a fail.
+  for (int trial = 0; trial < 50; ++trial) {
+    EndRequest raced;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&raced, t] {
+        raced.request(Status(StatusCode::kTimeout, "thread " + std::to_string(t)),
+                      t == 2 ? Kind::kFail : Kind::kAbort);
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_TRUE(raced.pending());
+    EXPECT_EQ(raced.current(&why), Kind::kFail);
+    EXPECT_EQ(why.message().rfind("thread ", 0), 0u);
   }
 }
 
