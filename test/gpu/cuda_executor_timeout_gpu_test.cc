@@ -73,12 +73,8 @@ void stuckReadyStream(bool dense, const std::string& timedOut) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   Job gpu(1, testConfig({{"ZEN_TIMEOUT", std::to_string(kTimeout)}}));
   const SparseInput in = makeSparse(7, 5000, 4, 0.05);
-  DeviceArray<int64_t> indices(in.indices);
-  DeviceArray<float> values(in.values);
-  SparseView view = in.view();
-  view.indices = indices.data();
-  view.values = values.data();
-  view.device = Device::cuda(0);
+  const DeviceRows rows(in);
+  const SparseView& view = rows.view;
   DeviceArray<float> denseValues(in.values);  // the dense tensor: the same floats, 1-D
   DenseView denseView;
   denseView.data = denseValues.data();

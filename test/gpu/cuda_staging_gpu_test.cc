@@ -1,7 +1,8 @@
 // Host staging on a GPU (device only; tools/gpu-check): the CUDA executor's copies
 // (cuda/cuda_staging.h) round-trip more than one bounce buffer's worth, and the collectives
 // staged through the host (Adasum, a process set's) give device tensors the CPU runtime's
-// results, delivered on the device. Inputs are random, fresh every run (the seed is printed).
+// results, delivered on the device. Inputs are random, fresh every run (each test prints its
+// seed: gpu_test_util.h's testSeed).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -11,19 +12,11 @@
 #include "cuda/cuda_executor.h"
 #include "cuda/cuda_staging.h"
 #include "test/gpu/device_array.h"
+#include "test/gpu/gpu_test_util.h"
 #include "test/runtime/runtime_test_util.h"
 
 namespace zen::testing {
 namespace {
-
-uint64_t freshSeed() {
-  static const uint64_t seed = [] {
-    const uint64_t s = std::random_device{}();
-    std::printf("cuda_staging_gpu_test seed %llu\n", static_cast<unsigned long long>(s));
-    return s;
-  }();
-  return seed;
-}
 
 std::vector<float> randomFloats(std::mt19937_64& rng, size_t n) {
   std::vector<float> v(n);
@@ -53,7 +46,7 @@ std::vector<std::byte> fromDevice(const void* p, size_t bytes) {
 
 TEST(CudaStagingGpu, CopiesRoundTripThroughSeveralBounceRounds) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  std::mt19937_64 rng(freshSeed());
+  std::mt19937_64 rng(cuda::testing::testSeed());
   cuda::CudaStaging staging(30.0, [](int device) {
     return cudaSetDevice(device) == cudaSuccess ? Status::ok()
                                                 : ZEN_ERROR(StatusCode::kInternal, "no cuda:0");
@@ -84,7 +77,7 @@ TEST(CudaStagingGpu, CopiesRoundTripThroughSeveralBounceRounds) {
 // and a process set {0}'s allreduce, allgather and sparse allreduce, against a CPU runtime's.
 TEST(CudaStagingGpu, AdasumAndProcessSetCollectivesMatchTheCpu) {
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
-  std::mt19937_64 rng(freshSeed() + 1);
+  std::mt19937_64 rng(cuda::testing::testSeed());
   Job gpu(1), cpu(1);
   for (Job* job : {&gpu, &cpu}) {
     auto h = job->rank(0).enqueue(TensorOp::addProcessSet({0}));
@@ -122,13 +115,8 @@ TEST(CudaStagingGpu, AdasumAndProcessSetCollectivesMatchTheCpu) {
     gpuOps.push_back(TensorOp::allgather("ag", onCuda(in[2]->data(), shapes[2])).inProcessSet(1));
     cpuOps.push_back(TensorOp::allgather("ag", denseView(inputs[2], shapes[2])).inProcessSet(1));
     const SparseInput sparse = makeSparse(rng(), 500, 4, 0.1);
-    DeviceArray<int64_t> indices(sparse.indices);
-    DeviceArray<float> values(sparse.values);
-    SparseView sv = sparse.view();
-    sv.indices = indices.data();
-    sv.values = values.data();
-    sv.device = Device::cuda(0);
-    gpuOps.push_back(TensorOp::sparseAllreduce("emb", sv, ReduceOp::kSum).inProcessSet(1));
+    const DeviceRows onGpu(sparse);
+    gpuOps.push_back(TensorOp::sparseAllreduce("emb", onGpu.view, ReduceOp::kSum).inProcessSet(1));
     cpuOps.push_back(
         TensorOp::sparseAllreduce("emb", sparse.view(), ReduceOp::kSum).inProcessSet(1));
 

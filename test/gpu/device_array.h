@@ -1,13 +1,16 @@
 #pragma once
 
 // Device memory holding a copy of host values, for the device-only tests that pass device
-// tensors through the Runtime (cuda_executor_gpu_test.cc, cuda_executor_exchange_gpu_test.cc).
+// tensors through the Runtime (cuda_executor_gpu_test.cc, cuda_executor_exchange_gpu_test.cc,
+// cuda_executor_timeout_gpu_test.cc, cuda_staging_gpu_test.cc).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <vector>
+
+#include "test/common/float_rows.h"
 
 namespace zen::testing {
 
@@ -44,6 +47,19 @@ class DeviceArray {
  private:
   T* data_ = nullptr;
   size_t n_ = 0;
+};
+
+// A host sparse tensor's copy on cuda:0 (the current device), and its view there.
+struct DeviceRows {
+  explicit DeviceRows(const Float32Rows& host)
+      : indices(host.indices), values(host.values), view(host.view()) {
+    view.indices = indices.data();
+    view.values = values.data();
+    view.device = Device::cuda(0);
+  }
+  DeviceArray<int64_t> indices;
+  DeviceArray<float> values;
+  SparseView view;
 };
 
 }  // namespace zen::testing
