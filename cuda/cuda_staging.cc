@@ -22,8 +22,16 @@ struct CudaStaging::Impl {
   std::function<Status(int)> useDevice;
   int device = -1;
   cudaStream_t stream = nullptr;
-  PinnedBuffer bounce;
-  Status failure;  // the first failed copy: the buffer may still be in use
+  PinnedBuffer twins;   // hostMemory(): the buckets' host twins, copied to and from directly
+  PinnedBuffer bounce;  // the other host memory's copies (results the CPU executor allocated)
+  Status failure;       // the first failed copy: the buffers may still be in use
+
+  // Whether [p, p + bytes) lies in `twins`.
+  bool inTwins(const void* p, size_t bytes) const {
+    const auto* b = static_cast<const std::byte*>(p);
+    const auto* begin = twins.as<const std::byte>();
+    return begin != nullptr && b >= begin && b + bytes <= begin + twins.capacity();
+  }
 
   // The copies through the bounce buffer, a round at a time.
   Status copy(const std::vector<StagedCopy>& copies, bool toDevice);
@@ -42,19 +50,31 @@ struct CudaStaging::Impl {
 };
 
 Status CudaStaging::Impl::copy(const std::vector<StagedCopy>& copies, bool toDevice) {
-  const std::vector<std::vector<BouncePiece>> rounds = planBounce(copies, kBounceBytes);
-  if (rounds.empty()) return Status::ok();
+  const char* what = toDevice ? "copying a staged bucket's results to the device"
+                              : "copying a staged bucket's inputs to the host";
+  // Page-locked memory directly; the rest through the bounce buffer, whose first wait covers
+  // these copies too.
+  std::vector<StagedCopy> bounced;
+  for (const StagedCopy& c : copies) {
+    if (c.bytes == 0) continue;
+    if (!inTwins(toDevice ? c.src : c.dst, c.bytes)) {
+      bounced.push_back(c);
+      continue;
+    }
+    ZEN_CHECK_CUDA(cudaMemcpyAsync(
+        c.dst, c.src, c.bytes, toDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, stream));
+  }
+  const std::vector<std::vector<BouncePiece>> rounds = planBounce(bounced, kBounceBytes);
+  if (rounds.empty()) return waitStream(stream, timeoutSeconds, what);
   size_t largest = 0;
   for (const auto& round : rounds) {
     largest = std::max(largest, round.back().at + round.back().bytes);
   }
   ZEN_RETURN_IF_ERROR(bounce.reserve(largest));
   std::byte* buffer = bounce.as<std::byte>();
-  const char* what = toDevice ? "copying a staged bucket's results to the device"
-                              : "copying a staged bucket's inputs to the host";
   for (const auto& round : rounds) {
     for (const BouncePiece& p : round) {
-      const StagedCopy& c = copies[p.copy];
+      const StagedCopy& c = bounced[p.copy];
       if (toDevice) {
         std::memcpy(buffer + p.at, static_cast<const std::byte*>(c.src) + p.offset, p.bytes);
         ZEN_CHECK_CUDA(cudaMemcpyAsync(static_cast<std::byte*>(c.dst) + p.offset, buffer + p.at,
@@ -68,7 +88,7 @@ Status CudaStaging::Impl::copy(const std::vector<StagedCopy>& copies, bool toDev
     ZEN_RETURN_IF_ERROR(waitStream(stream, timeoutSeconds, what));
     if (toDevice) continue;
     for (const BouncePiece& p : round) {
-      std::memcpy(static_cast<std::byte*>(copies[p.copy].dst) + p.offset, buffer + p.at, p.bytes);
+      std::memcpy(static_cast<std::byte*>(bounced[p.copy].dst) + p.offset, buffer + p.at, p.bytes);
     }
   }
   return Status::ok();
@@ -104,6 +124,14 @@ Status CudaStaging::prepare(int device, const std::vector<TensorEntry*>& entries
   return waitEvents(events, m.timeoutSeconds,
                     "the framework's work on the inputs of a bucket staged through the host "
                     "(their ready events)");
+}
+
+Result<std::byte*> CudaStaging::hostMemory(size_t bytes) {
+  Impl& m = *impl_;
+  ZEN_RETURN_IF_ERROR(m.check());  // a failed copy may still be writing into it
+  Status grown = m.twins.reserve(std::max<size_t>(bytes, 64));
+  if (!grown.isOk()) return grown;
+  return m.twins.as<std::byte>();
 }
 
 Status CudaStaging::toHost(const std::vector<StagedCopy>& copies) {

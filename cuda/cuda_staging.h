@@ -2,9 +2,12 @@
 
 // The CUDA side of host staging (cuda/host_staging.h): what the DispatchExecutor needs to run a
 // GPU bucket in the CPU executor. Copies run on a stream of this class's own (never the
-// executor's, so a collective stuck there does not hold them up) through a page-locked bounce
-// buffer of at most kBounceBytes, round by round (planBounce), each round's wait bounded by the
-// timeout. After a copy failed or timed out the buffer may still be in use: every later call
+// executor's, so a collective stuck there does not hold them up), every wait bounded by the
+// timeout: straight between the device and hostMemory()'s page-locked region (the host twins:
+// grown to the largest bucket and reused), other host memory (results the CPU executor put in
+// vectors) through a page-locked bounce buffer of at most kBounceBytes, round by round
+// (planBounce): cudaMemcpyAsync with pageable memory may block the host until the stream
+// drains. After a copy failed or timed out the buffers may still be in use: every later call
 // returns kAborted with that first error. Loop thread only. CUDA types stay in cuda_staging.cc.
 #include <functional>
 #include <memory>
@@ -27,6 +30,7 @@ class CudaStaging final : public DeviceStaging {
   CudaStaging& operator=(const CudaStaging&) = delete;
 
   Status prepare(int device, const std::vector<TensorEntry*>& entries) override;
+  Result<std::byte*> hostMemory(size_t bytes) override;
   Status toHost(const std::vector<StagedCopy>& copies) override;
   Status toDevice(const std::vector<StagedCopy>& copies) override;
   Status allocate(size_t bytes, std::shared_ptr<void>* out) override;

@@ -7,38 +7,45 @@
 #include <string>
 #include <utility>
 
-#include "core/default_init_allocator.h"
-
 namespace zen::cuda {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// Host copies are overwritten whole: no zero fill first.
-using HostBytes = std::vector<std::byte, DefaultInitAllocator<std::byte>>;
 
 // One entry's host twin: the entry the host executor runs (same request and handle, host
-// views) and the memory its views point into.
+// views into the bucket's host region).
 struct Shadow {
   TensorEntry* original = nullptr;
   TensorEntry host;
-  HostBytes input;
-  HostBytes output;
-  HostBytes indices;
-  HostBytes values;
 };
 
-// `memory` sized for the view and the view pointed at it, on the host; a view without data
-// (an allgather's output) stays without.
-DenseView onHost(DenseView view, HostBytes* memory) {
+// A bucket's host twins in one region: 64-byte aligned pieces, measured first (no base), then
+// placed (DeviceStaging::hostMemory's base).
+class HostRegion {
+ public:
+  explicit HostRegion(std::byte* base = nullptr) : base_(base) {}
+  void* take(size_t bytes) {
+    void* at = base_ == nullptr ? nullptr : base_ + used_;
+    used_ += (bytes + 63) / 64 * 64;
+    return at;
+  }
+  size_t used() const { return used_; }
+
+ private:
+  std::byte* base_;
+  size_t used_ = 0;
+};
+
+// The view moved to the host region; a view without data (an allgather's output) stays
+// without.
+DenseView onHost(DenseView view, HostRegion* region) {
   view.device = Device::cpu();
-  if (view.data == nullptr) return view;
-  memory->resize(view.bytes());
-  view.data = memory->data();
+  if (view.data != nullptr) view.data = region->take(view.bytes());
   return view;
 }
 
-// The host twin of `e` and the copies that fill its inputs.
-void stageIn(TensorEntry& e, Shadow* s, std::vector<StagedCopy>* copies) {
+// The host twin of `e` in `region`, and the copies that fill its inputs.
+void stageIn(TensorEntry& e, HostRegion* region, Shadow* s, std::vector<StagedCopy>* copies) {
   s->original = &e;
   TensorEntry& h = s->host;
   h.request = e.request;
@@ -48,24 +55,24 @@ void stageIn(TensorEntry& e, Shadow* s, std::vector<StagedCopy>* copies) {
   if (e.request.op == OpType::kSparseAllreduce) {
     const SparseView& in = e.sparseInput;
     const size_t nnz = static_cast<size_t>(in.nnz);
-    s->indices.resize(nnz * sizeof(int64_t));
-    s->values.resize(nnz * in.rowBytes());
-    copies->push_back(StagedCopy{in.indices, s->indices.data(), s->indices.size()});
-    copies->push_back(StagedCopy{in.values, s->values.data(), s->values.size()});
     h.sparseInput = in;
-    h.sparseInput.indices = reinterpret_cast<const int64_t*>(s->indices.data());
-    h.sparseInput.values = s->values.data();
+    h.sparseInput.indices = static_cast<const int64_t*>(region->take(nnz * sizeof(int64_t)));
+    h.sparseInput.values = region->take(nnz * in.rowBytes());
     h.sparseInput.device = Device::cpu();
+    copies->push_back(
+        StagedCopy{in.indices, const_cast<int64_t*>(h.sparseInput.indices), nnz * sizeof(int64_t)});
+    copies->push_back(
+        StagedCopy{in.values, const_cast<void*>(h.sparseInput.values), nnz * in.rowBytes()});
   } else {
-    h.input = onHost(e.input, &s->input);
-    if (h.input.data != nullptr) {
-      copies->push_back(StagedCopy{e.input.data, h.input.data, s->input.size()});
+    h.input = onHost(e.input, region);
+    if (e.input.data != nullptr) {
+      copies->push_back(StagedCopy{e.input.data, h.input.data, e.input.bytes()});
     }
   }
   // An output aliasing the input (in place, a broadcast's tensor) aliases its copy too.
   const bool inPlace = e.request.op != OpType::kSparseAllreduce && e.output.data != nullptr &&
                        e.output.data == e.input.data;
-  h.output = inPlace ? h.input : onHost(e.output, &s->output);
+  h.output = inPlace ? h.input : onHost(e.output, region);
 }
 
 // The copies that bring s's results to the device: its dense output, and the handle's rows
@@ -153,6 +160,7 @@ Status runStaged(const Response& response,
   std::vector<Shadow> shadows(entries.size());
   std::vector<TensorEntry*> hostEntries(entries.size(), nullptr);
   std::vector<StagedCopy> in;
+  HostRegion measured;
   int device = -1;
   for (size_t i = 0; i < entries.size(); ++i) {
     TensorEntry* e = entries[i];
@@ -163,13 +171,19 @@ Status runStaged(const Response& response,
                   responseTypeName(response.type), response.tensorNames.front(), e->request.name,
                   where.toString(), device < 0 ? "a CUDA device" : Device::cuda(device).toString());
     device = where.index;
-    stageIn(*e, &shadows[i], &in);
+    stageIn(*e, &measured, &shadows[i], &in);
     hostEntries[i] = &shadows[i].host;
   }
 
   const auto copyIn = Clock::now();
   if (device >= 0) {
     ZEN_RETURN_IF_ERROR(staging.prepare(device, entries));
+    ZEN_ASSIGN_OR_RETURN(std::byte * base, staging.hostMemory(measured.used()));
+    HostRegion region(base);
+    in.clear();
+    for (Shadow& s : shadows) {
+      if (s.original != nullptr) stageIn(*s.original, &region, &s, &in);
+    }
     ZEN_RETURN_IF_ERROR(staging.toHost(in));
   }
   const auto run = Clock::now();

@@ -37,6 +37,10 @@ class DeviceStaging {
   // Before a bucket's copies: makes cuda:`device` this rank's device and current, and waits
   // (bounded, on the host) until the entries' inputs are ready (their ready events).
   virtual Status prepare(int device, const std::vector<TensorEntry*>& entries) = 0;
+  // Host memory for a bucket's host twins: at least `bytes`, never null (0 bytes included),
+  // valid until the next call. The CUDA executor's is page-locked and reused, so copies to
+  // and from it need no bounce buffer.
+  virtual Result<std::byte*> hostMemory(size_t bytes) = 0;
   // Device to host / host to device; every copy has completed when they return.
   virtual Status toHost(const std::vector<StagedCopy>& copies) = 0;
   virtual Status toDevice(const std::vector<StagedCopy>& copies) = 0;

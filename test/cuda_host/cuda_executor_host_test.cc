@@ -509,6 +509,7 @@ class FakeStaging final : public DeviceStaging {
     ++prepared;
     return Status::ok();
   }
+  Result<std::byte*> hostMemory(size_t) override { return region; }
   Status toHost(const std::vector<StagedCopy>&) override { return Status::ok(); }
   Status toDevice(const std::vector<StagedCopy>&) override { return Status::ok(); }
   Status allocate(size_t, std::shared_ptr<void>* out) override {
@@ -516,6 +517,7 @@ class FakeStaging final : public DeviceStaging {
     return Status::ok();
   }
   int prepared = 0;
+  std::byte region[64] = {};
 };
 
 TEST(DispatchExecutor, ByThePlansDeviceForThisRankAndByTheEntryAtEnqueue) {

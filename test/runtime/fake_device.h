@@ -57,6 +57,14 @@ class FakeDeviceStaging final : public cuda::DeviceStaging {
     }
     return Status::ok();
   }
+  // Reused and grown like the CUDA executor's, poisoned each time: a twin the copies did
+  // not fill shows as a wrong result.
+  Result<std::byte*> hostMemory(size_t bytes) override {
+    if (bytes > region_.size()) region_.resize(bytes);
+    std::memset(region_.data(), 0xa5, region_.size());
+    if (region_.empty()) region_.resize(1);
+    return region_.data();
+  }
   Status toHost(const std::vector<cuda::StagedCopy>& copies) override {
     if (!failToHost.isOk()) return failToHost;
     return copy(copies, /*srcOnDevice=*/true);
@@ -94,6 +102,7 @@ class FakeDeviceStaging final : public cuda::DeviceStaging {
   }
 
   std::mutex mu_;
+  std::vector<std::byte> region_;
 };
 
 // The CUDA executor's place: takes device tensors at enqueue, runs nothing.
