@@ -8,6 +8,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"
@@ -25,6 +26,18 @@ struct CudaStaging::Impl {
   PinnedBuffer twins;   // hostMemory(): the buckets' host twins, copied to and from directly
   PinnedBuffer bounce;  // the other host memory's copies (results the CPU executor allocated)
   Status failure;       // the first failed copy: the buffers may still be in use
+  // Outgrown buffers, freed with this object: GrowingBuffer's release waits for the whole
+  // device (cudaDeviceSynchronize), which behind a collective stuck on the executor's stream
+  // would block the loop thread that is to abort it.
+  std::vector<PinnedBuffer> retired;
+
+  // `buffer` with room for `bytes`; a smaller one retires instead of being freed.
+  Status grow(PinnedBuffer& buffer, size_t bytes) {
+    if (bytes <= buffer.capacity()) return Status::ok();
+    if (buffer.data() != nullptr) retired.push_back(std::move(buffer));
+    buffer = PinnedBuffer();
+    return buffer.reserve(bytes);
+  }
 
   // Whether [p, p + bytes) lies in `twins`.
   bool inTwins(const void* p, size_t bytes) const {
@@ -70,7 +83,7 @@ Status CudaStaging::Impl::copy(const std::vector<StagedCopy>& copies, bool toDev
   for (const auto& round : rounds) {
     largest = std::max(largest, round.back().at + round.back().bytes);
   }
-  ZEN_RETURN_IF_ERROR(bounce.reserve(largest));
+  ZEN_RETURN_IF_ERROR(grow(bounce, largest));
   std::byte* buffer = bounce.as<std::byte>();
   for (const auto& round : rounds) {
     for (const BouncePiece& p : round) {
@@ -129,7 +142,7 @@ Status CudaStaging::prepare(int device, const std::vector<TensorEntry*>& entries
 Result<std::byte*> CudaStaging::hostMemory(size_t bytes) {
   Impl& m = *impl_;
   ZEN_RETURN_IF_ERROR(m.check());  // a failed copy may still be writing into it
-  Status grown = m.twins.reserve(std::max<size_t>(bytes, 64));
+  Status grown = m.grow(m.twins, std::max<size_t>(bytes, 64));
   if (!grown.isOk()) return grown;
   return m.twins.as<std::byte>();
 }
