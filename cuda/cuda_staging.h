@@ -7,8 +7,10 @@
 // grown to the largest bucket and reused), other host memory (results the CPU executor put in
 // vectors) through a page-locked bounce buffer of at most kBounceBytes, round by round
 // (planBounce): cudaMemcpyAsync with pageable memory may block the host until the stream
-// drains. After a copy failed or timed out the buffers may still be in use: every later call
-// returns kAborted with that first error. Loop thread only. CUDA types stay in cuda_staging.cc.
+// drains. Outgrown page-locked buffers are kept until destruction: freeing one waits for the
+// whole device, a collective stuck there included. After a copy failed or timed out the
+// buffers may still be in use: every later call returns kAborted with that first error. Loop thread
+// only. CUDA types stay in cuda_staging.cc.
 #include <functional>
 #include <memory>
 #include <vector>
