@@ -109,7 +109,8 @@ struct CudaExecutor::Impl {
               return static_cast<void*>(e);
             },
             [](void* e) { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); }),
-        staging(o.timeoutSeconds, [this](int index) { return ensureDevice(index); }),
+        staging(
+            o.timeoutSeconds, [this](int index) { return ensureDevice(index); }, o.logger),
         finalizer(o.timeoutSeconds) {}
   ~Impl() {
     finalizer.drain();

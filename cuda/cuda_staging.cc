@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 #include <fmt/format.h>
+#include <spdlog/logger.h>
 
 #include <algorithm>
 #include <cstring>
@@ -21,6 +22,7 @@ namespace zen::cuda {
 struct CudaStaging::Impl {
   double timeoutSeconds;
   std::function<Status(int)> useDevice;
+  std::shared_ptr<spdlog::logger> logger;
   int device = -1;
   cudaStream_t stream = nullptr;
   PinnedBuffer twins;   // hostMemory(): the buckets' host twins, copied to and from directly
@@ -107,10 +109,13 @@ Status CudaStaging::Impl::copy(const std::vector<StagedCopy>& copies, bool toDev
   return Status::ok();
 }
 
-CudaStaging::CudaStaging(double timeoutSeconds, std::function<Status(int)> useDevice)
+CudaStaging::CudaStaging(double timeoutSeconds,
+                         std::function<Status(int)> useDevice,
+                         std::shared_ptr<spdlog::logger> logger)
     : impl_(std::make_unique<Impl>()) {
   impl_->timeoutSeconds = timeoutSeconds;
   impl_->useDevice = std::move(useDevice);
+  impl_->logger = std::move(logger);
 }
 
 CudaStaging::~CudaStaging() {
@@ -127,6 +132,13 @@ Status CudaStaging::prepare(int device, const std::vector<TensorEntry*>& entries
   if (m.stream == nullptr) {
     ZEN_CHECK_CUDA(cudaStreamCreateWithFlags(&m.stream, cudaStreamNonBlocking));
     m.device = device;
+    if (m.logger) {
+      m.logger->info(
+          "GPU tensors of Adasum and of process sets other than the global one run through "
+          "host memory on this rank (copied from cuda:{}, reduced by the CPU executor, copied "
+          "back): Zen has no NCCL form of them",
+          device);
+    }
   }
   // On the host: nothing of this bucket is queued yet, so a framework that never readies an
   // input costs this bucket a kTimeout and leaves staging usable.

@@ -17,6 +17,10 @@
 
 #include "cuda/host_staging.h"
 
+namespace spdlog {
+class logger;
+}
+
 namespace zen::cuda {
 
 class CudaStaging final : public DeviceStaging {
@@ -24,8 +28,11 @@ class CudaStaging final : public DeviceStaging {
   static constexpr size_t kBounceBytes = size_t{64} << 20;
 
   // useDevice(index): the executor's rule for this rank's one device (makes it current, or
-  // refuses another); the stream is created on it at the first prepare.
-  CudaStaging(double timeoutSeconds, std::function<Status(int)> useDevice);
+  // refuses another); the stream is created on it at the first prepare, which also says, once,
+  // at info on `logger` (optional), that such buckets run at host speed.
+  CudaStaging(double timeoutSeconds,
+              std::function<Status(int)> useDevice,
+              std::shared_ptr<spdlog::logger> logger = nullptr);
   // Waits (bounded) for the stream, then frees it and the buffer.
   ~CudaStaging() override;
   CudaStaging(const CudaStaging&) = delete;
