@@ -48,7 +48,8 @@ struct CudaStaging::Impl {
     return begin != nullptr && b >= begin && b + bytes <= begin + twins.capacity();
   }
 
-  // The copies through the bounce buffer, a round at a time.
+  // The copies: straight for the twins region, the rest through the bounce buffer a round at
+  // a time; every wait bounded.
   Status copy(const std::vector<StagedCopy>& copies, bool toDevice);
   // kAborted once a copy failed.
   Status check() const {
@@ -81,11 +82,9 @@ Status CudaStaging::Impl::copy(const std::vector<StagedCopy>& copies, bool toDev
   }
   const std::vector<std::vector<BouncePiece>> rounds = planBounce(bounced, kBounceBytes);
   if (rounds.empty()) return waitStream(stream, timeoutSeconds, what);
-  size_t largest = 0;
-  for (const auto& round : rounds) {
-    largest = std::max(largest, round.back().at + round.back().bytes);
-  }
-  ZEN_RETURN_IF_ERROR(grow(bounce, largest));
+  // Every round but the last fills the buffer: the first is the largest.
+  const BouncePiece& end = rounds.front().back();
+  ZEN_RETURN_IF_ERROR(grow(bounce, end.at + end.bytes));
   std::byte* buffer = bounce.as<std::byte>();
   for (const auto& round : rounds) {
     for (const BouncePiece& p : round) {

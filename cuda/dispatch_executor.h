@@ -41,10 +41,8 @@ class DispatchExecutor final : public Executor {
               const std::vector<TensorEntry*>& entries,
               const BucketDone& done) override {
     const Route route = pick(response);
-    if (route == Route::kStaged) {  // synchronous: ended when runStaged returns
-      BucketReport report;
-      const Status status = runStaged(response, entries, *host_, *staging_, &report);
-      done(status, std::move(report));
+    if (route == Route::kStaged) {  // synchronous: execute(), then done
+      Executor::submit(response, entries, done);
       return;
     }
     executor(route).submit(response, entries, done);

@@ -75,6 +75,17 @@ void stageIn(TensorEntry& e, HostRegion* region, Shadow* s, std::vector<StagedCo
   h.output = inPlace ? h.input : onHost(e.output, region);
 }
 
+// Where an entry's result goes besides its dense output: rows in the handle (an allgather's or
+// alltoall's), a sparse result in the handle, or nothing.
+enum class HandleRows { kNone, kGathered, kSparse };
+
+HandleRows handleRows(const TensorEntry& e) {
+  const OpType op = e.request.op;
+  if (op == OpType::kAllgather || op == OpType::kAlltoall) return HandleRows::kGathered;
+  if (op == OpType::kSparseAllreduce && e.output.data == nullptr) return HandleRows::kSparse;
+  return HandleRows::kNone;
+}
+
 // The copies that bring s's results to the device: its dense output, and the handle's rows
 // (gathered, sparse) moved into device memory the handle owns. The host rows must stay until the
 // copies have run (releaseHostResults).
@@ -84,14 +95,14 @@ Status stageOut(Shadow& s, int device, DeviceStaging& staging, std::vector<Stage
     copies->push_back(StagedCopy{s.host.output.data, e.output.data, e.output.bytes()});
   }
   OpResult& out = e.handle->result();
-  const OpType op = e.request.op;
-  if (op == OpType::kAllgather || op == OpType::kAlltoall) {
+  const HandleRows rows = handleRows(e);
+  if (rows == HandleRows::kGathered) {
     const size_t bytes = out.gathered.size();
     ZEN_RETURN_IF_ERROR(staging.allocate(bytes, &out.gatheredOnDevice));
     out.gatheredDevice = Device::cuda(device);
     out.gatheredDeviceBytes = bytes;
     copies->push_back(StagedCopy{out.gathered.data(), out.gatheredOnDevice.get(), bytes});
-  } else if (op == OpType::kSparseAllreduce && e.output.data == nullptr) {
+  } else if (rows == HandleRows::kSparse) {
     // One allocation: the indices (int64), then the rows.
     const size_t indexBytes = out.sparse.indices.size() * sizeof(int64_t);
     const size_t valueBytes = out.sparse.values.size();
@@ -115,11 +126,12 @@ Status stageOut(Shadow& s, int device, DeviceStaging& staging, std::vector<Stage
 // After the copies: the results live on the device only (cuda_executor.h's form: `sparse` keeps
 // numRows, rowSize and dtype).
 void releaseHostResults(Shadow& s) {
-  TensorEntry& e = *s.original;
+  const TensorEntry& e = *s.original;
   OpResult& out = e.handle->result();
-  if (e.request.op == OpType::kAllgather || e.request.op == OpType::kAlltoall) {
+  const HandleRows rows = handleRows(e);
+  if (rows == HandleRows::kGathered) {
     std::vector<std::byte>().swap(out.gathered);
-  } else if (e.request.op == OpType::kSparseAllreduce && e.output.data == nullptr) {
+  } else if (rows == HandleRows::kSparse) {
     std::vector<int64_t>().swap(out.sparse.indices);
     RowBytes().swap(out.sparse.values);
   }

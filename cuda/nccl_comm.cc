@@ -19,7 +19,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <mutex>
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_buffer.h"

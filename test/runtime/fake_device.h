@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 #include "core/executor.h"
@@ -47,7 +46,6 @@ inline SparseView onDevice(SparseView v) {
 class FakeDeviceStaging final : public cuda::DeviceStaging {
  public:
   Status prepare(int device, const std::vector<TensorEntry*>& entries) override {
-    std::lock_guard<std::mutex> lock(mu_);
     ++prepared;
     if (device != 0) return ZEN_ERROR(StatusCode::kInternal, "staged on cuda:{}", device);
     for (const TensorEntry* e : entries) {
@@ -101,7 +99,6 @@ class FakeDeviceStaging final : public cuda::DeviceStaging {
     return Status::ok();
   }
 
-  std::mutex mu_;
   std::vector<std::byte> region_;
 };
 
