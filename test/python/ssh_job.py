@@ -6,8 +6,9 @@
         received, $ZENTEST_ODD, and the length and sha256 of $ZENTEST_BIG.
     ssh_job.py part --pid-dir D ROLE0 ROLE1 ...
         every rank writes D/rank.R (its pid) and waits until all have, then plays its role:
-        exit:N (exits N), kill (SIGKILL to itself), sleep (sleeps; on SIGTERM prints
-        `rank R got SIGTERM` and sleeps on, so that only SIGKILL ends it).
+        exit:N (exits N), kill (SIGKILL to itself), sleep (sleeps; on SIGTERM or SIGINT
+        prints `rank R got SIGTERM` or `rank R got SIGINT` and sleeps on, so that only
+        SIGKILL ends it).
 """
 
 import hashlib
@@ -38,10 +39,11 @@ def part(folder, roles):
     rank = int(os.environ["ZEN_RANK"])
     role = roles[rank]
     if role == "sleep":
-        def on_term(_sig, _frame):
-            print(f"rank {rank} got SIGTERM", flush=True)
+        def on_signal(sig, _frame):
+            print(f"rank {rank} got {signal.Signals(sig).name}", flush=True)
 
-        signal.signal(signal.SIGTERM, on_term)
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
     with open(os.path.join(folder, f"rank.{rank}.tmp"), "w") as f:
         f.write(str(os.getpid()))
     os.rename(os.path.join(folder, f"rank.{rank}.tmp"), os.path.join(folder, f"rank.{rank}"))

@@ -6,7 +6,7 @@ A zen.torch allreduce across the two hosts (the value checked, rank 1 proven to 
 namespace, odd arguments and environment values and a large environment arriving whole); a
 failing, a killed and a stopped remote rank, each with its exit code and message and no rank
 left running once zenrun returns (the remote one stopped through its stdin, its last line
-still printed); zenrun interrupted and zenrun killed; zen.run returning the ranks' values from
+still printed); zenrun interrupted (the remote rank gets SIGINT), terminated and killed; zen.run returning the ranks' values from
 the remote host, and a rank's exception; a host key not known yet; a refused port, an
 unreachable address and a host that never answers, each failing on time with ssh's or
 zenrun's reason; --mpi, its ranks started by Open MPI's own ssh after zenrun's ssh check.
@@ -184,12 +184,27 @@ def _zenrun_running(host, tmp_path):
         proc.communicate()
 
 
-def test_interrupted_zenrun_stops_the_remote_rank(host, tmp_path):
+def test_interrupted_zenrun_interrupts_the_remote_rank(host, tmp_path):
+    """Ctrl-C reaches the remote rank as SIGINT, as it reaches the local one (through its
+    wrapper's stdin: ssh carries no signals); both catch it and sleep on, so the grace
+    period's SIGKILL ends them, and the remote rank's line still comes back."""
     with _zenrun_running(host, tmp_path) as (proc, pids):
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
     assert proc.returncode == 128 + signal.SIGINT, err
     assert "zenrun: received SIGINT; stopped 2 ranks" in err, err
+    assert "[0]<stdout>:rank 0 got SIGINT" in out, out + err
+    assert "[1]<stdout>:rank 1 got SIGINT" in out, out + err
+    assert "got SIGTERM" not in out, out + err
+    _assert_gone(host, pids)
+
+
+def test_terminated_zenrun_stops_the_remote_rank(host, tmp_path):
+    with _zenrun_running(host, tmp_path) as (proc, pids):
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert "zenrun: received SIGTERM; stopped 2 ranks" in err, err
     assert "[1]<stdout>:rank 1 got SIGTERM" in out, out + err
     _assert_gone(host, pids)
 

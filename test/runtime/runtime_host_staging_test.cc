@@ -3,8 +3,8 @@
 // build's DispatchExecutor over the real CPU executor, with test/runtime/fake_device.h's GPU
 // (host memory the host code cannot dereference: a direct touch crashes the test) in place of
 // the CUDA executor's. Every result is checked against a reference from every rank's input,
-// and must come back on the device. Compiled where CUDA is enabled; the real copies run in
-// test/gpu (tools/gpu-check).
+// and must come back on the device. Compiled in every build, the CPU-only sanitizer builds
+// included; the real copies run in test/gpu (tools/gpu-check).
 #include <algorithm>
 #include <cmath>
 

@@ -25,7 +25,10 @@ Remote ranks (--watch-stdin): the wrapper stays as the parent. It reads the rank
 environment as one JSON line from stdin (so ZEN_SECRET never appears on a command line),
 runs the command in its own process group with PR_SET_PDEATHSIG=SIGKILL, forwards
 SIGINT/SIGTERM/SIGHUP to that group, and treats end-of-file on stdin (zenrun, ssh or the
-launch command went away) as SIGTERM followed by SIGKILL after --grace seconds. It exits
+launch command went away) as SIGTERM followed by SIGKILL after --grace seconds. A byte
+INTERRUPT (0x03, a terminal's Ctrl-C) on stdin after the environment line is zenrun's Ctrl-C,
+which ssh cannot carry as a signal: SIGINT to the group, SIGKILL after --grace seconds, the
+same stop zenrun gives its local ranks. It exits
 with the command's status (dying by the same signal when the command was killed). With
 --env-stdin (a remote rank) it reports such a death instead, as one more stdout line
 
@@ -45,6 +48,7 @@ import sys
 import threading
 
 READY_PREFIX = "ZENRUN_READY"
+INTERRUPT = b"\x03"  # on a watching wrapper's stdin: zenrun's Ctrl-C (see above)
 KILLED_PREFIX = "ZENRUN_KILLED"
 WRAPPER = os.path.abspath(__file__)  # run by path: `python3 <WRAPPER> ... -- CMD`
 
@@ -135,8 +139,12 @@ def _watch(rank, cmd, grace, pass_fds=(), killed_token=None):
 
     def watch_stdin():
         try:
-            while os.read(0, 4096):
-                pass
+            while True:
+                chunk = os.read(0, 4096)
+                if not chunk:
+                    break
+                if INTERRUPT in chunk:
+                    threading.Thread(target=stop, args=(signal.SIGINT,), daemon=True).start()
         except OSError:
             pass
         stop()

@@ -15,6 +15,8 @@ import subprocess
 import threading
 import time
 
+from zen.runner.rank_wrapper import INTERRUPT
+
 _TICK = 0.05
 _READER_JOIN_SECONDS = 2.0
 
@@ -58,15 +60,29 @@ class Member:
 
     def close_stdin(self):
         """Closes the member's stdin; False when that could not be done now."""
+        return self._on_stdin(lambda stdin: stdin.close(), closed_ok=True)
+
+    def interrupt(self):
+        """Writes INTERRUPT to a watching wrapper's stdin (its Ctrl-C); False when that could
+        not be done."""
+        def write(stdin):
+            stdin.write(INTERRUPT)
+            stdin.flush()
+
+        return self._on_stdin(write, closed_ok=False)
+
+    def _on_stdin(self, action, closed_ok):
         # The feeder holds the lock only while the environment line is in flight; never
         # block the supervisor on it (SIGKILL of the group is the fallback anyway).
         if not self.stdin_lock.acquire(timeout=0.2):
             return False
         try:
-            if self.proc.stdin is not None and not self.proc.stdin.closed:
-                self.proc.stdin.close()
-        except OSError:
-            pass
+            stdin = self.proc.stdin
+            if stdin is None or stdin.closed:
+                return closed_ok
+            action(stdin)
+        except (OSError, ValueError):
+            return closed_ok
         finally:
             self.stdin_lock.release()
         return True
@@ -162,15 +178,17 @@ class Supervisor:
 
     def signal_member(self, member, sig):
         """sig to a member. A remote one whose rank has started is stopped through its stdin
-        instead, whatever sig: its wrapper takes end-of-file as SIGTERM (SIGKILL after the
-        grace period) while ssh still carries the rank's last lines and exit status back, and
-        zenrun waits for that (SIGKILL of ssh after the grace period is the fallback). A
-        signal would end ssh at once (ssh forwards none): the rank's last lines lost, and
-        zenrun done while the rank still runs. One not started yet gets the signal: its ssh
-        may hang (a host that does not answer) and no rank runs yet, or one only just does,
-        which then sees end-of-file when its sshd session ends."""
+        instead: its wrapper takes INTERRUPT as SIGINT (Ctrl-C) and end-of-file as SIGTERM
+        (any other sig), SIGKILL after the grace period either way, while ssh still carries
+        the rank's last lines and exit status back, and zenrun waits for that (SIGKILL of ssh
+        after the grace period is the fallback). A signal would end ssh at once (ssh forwards
+        none): the rank's last lines lost, and zenrun done while the rank still runs. One not
+        started yet gets the signal: its ssh may hang (a host that does not answer) and no
+        rank runs yet, or one only just does, which then sees end-of-file when its sshd
+        session ends."""
         if (member.remote and sig != signal.SIGKILL
-                and all(r in self.ready for r in member.ranks) and member.close_stdin()):
+                and all(r in self.ready for r in member.ranks)
+                and (member.interrupt() if sig == signal.SIGINT else member.close_stdin())):
             return
         member.send(sig)
 
@@ -193,8 +211,9 @@ class Supervisor:
     def kill_all(self):
         self.killed = True
         for m in self.members:
-            m.close_stdin()
+            # SIGKILL first: a wrapper that saw end-of-file first would send its rank SIGTERM.
             m.send(signal.SIGKILL)  # also reaps stragglers left in a finished rank's group
+            m.close_stdin()
 
     # -- main loop ---------------------------------------------------------------------
     def run(self):
