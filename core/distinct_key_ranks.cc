@@ -1,7 +1,8 @@
 // Ranks of distinct keys by counting (see distinct_key_ranks.h).
 //
 // Steps: zero bound / 64 words; set bit k for every key k, refusing a key out of range or
-// already set; one prefix pass writes each word's count of keys before it. The loops that
+// already set; one prefix pass writes each word's count of keys before it. writeSortedKeys
+// walks the set bits word by word. The loops that
 // count bits (the prefix pass here, forEachRank in the header) are compiled twice, with the
 // software count and with popcnt (core/popcount.h): without the instruction, the counts
 // are most of the work.
@@ -54,6 +55,14 @@ Status DistinctKeyRanks::build(const uint64_t* keys, size_t count, uint64_t boun
     prefixSoftware(words_.data(), words_.size());
   }
   return Status::ok();
+}
+
+void DistinctKeyRanks::writeSortedKeys(int64_t* out) const {
+  for (size_t w = 0; w < words_.size(); ++w) {
+    for (uint64_t bits = words_[w].bits; bits != 0; bits &= bits - 1) {
+      *out++ = static_cast<int64_t>((w << 6) + static_cast<size_t>(__builtin_ctzll(bits)));
+    }
+  }
 }
 
 }  // namespace zen

@@ -31,6 +31,10 @@ class DistinctKeyRanks {
   // the ranks would not be a permutation.
   Status build(const uint64_t* keys, size_t count, uint64_t bound);
 
+  // The built keys in ascending order into out[0, count): a walk of the bitmap, so a caller
+  // placing entries by rank (forEachRank) need not also scatter their keys.
+  void writeSortedKeys(int64_t* out) const;
+
   // Position of `key`, one of the built keys, among them in ascending order.
   uint64_t rankOf(uint64_t key) const { return rankOf<SoftwarePopcount>(words_.data(), key); }
 

@@ -20,12 +20,22 @@ std::vector<uint64_t> distinctKeys(size_t count, uint64_t bound, uint64_t seed) 
   return all;
 }
 
-// Every key's rank must be its position in the std::sort order.
+// The keys writeSortedKeys writes, with a sentinel after them that must stay untouched.
+std::vector<int64_t> sortedKeysOf(const DistinctKeyRanks& ranks, size_t count) {
+  std::vector<int64_t> out(count + 1, -7);
+  ranks.writeSortedKeys(out.data());
+  EXPECT_EQ(out.back(), -7) << "wrote past its " << count << " keys";
+  out.pop_back();
+  return out;
+}
+
+// Every key's rank must be its position in the std::sort order, and the sorted keys that order.
 void expectRanksLikeSort(const std::vector<uint64_t>& keys, uint64_t bound) {
   DistinctKeyRanks ranks;
   ASSERT_TRUE(ranks.build(keys.data(), keys.size(), bound).isOk());
   std::vector<uint64_t> sorted = keys;
   std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sortedKeysOf(ranks, keys.size()), std::vector<int64_t>(sorted.begin(), sorted.end()));
   for (const uint64_t key : keys) {
     const auto want =
         static_cast<uint64_t>(std::lower_bound(sorted.begin(), sorted.end(), key) - sorted.begin());
@@ -58,6 +68,7 @@ TEST(DistinctKeyRanks, EdgesOfTheRangeAndReuse) {
   ASSERT_TRUE(ranks.build(again.data(), again.size(), 10).isOk());
   EXPECT_EQ(ranks.rankOf(2), 0u);
   EXPECT_EQ(ranks.rankOf(5), 1u);
+  EXPECT_EQ(sortedKeysOf(ranks, 2), (std::vector<int64_t>{2, 5}));
 }
 
 TEST(DistinctKeyRanks, RefusesRepeatsAndKeysOutOfRange) {
