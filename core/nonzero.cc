@@ -1,8 +1,11 @@
-// Nonzero extraction on the CPU: one pass over the dense rows, a row is kept when any of its
-// elements compares unequal to zero (so -0.0 is zero and NaN is kept: it is not lost).
+// Nonzero extraction on the CPU: a pass over the dense rows finds the kept ones, a row being
+// kept when any of its elements compares unequal to zero (so -0.0 is zero and NaN is kept: it
+// is not lost); a second pass copies them.
 #include "core/nonzero.h"
 
 #include <cstring>
+
+#include "core/fixed_size.h"
 
 namespace zen {
 
@@ -20,6 +23,8 @@ Status extractNonzeroRows(const DenseView& dense, SparseTensor* out) {
   out->rowSize = rowSize;
   out->dtype = dense.dtype;
   const auto* base = static_cast<const std::byte*>(dense.data);
+  // Two passes: the rows kept, then their bytes into a buffer sized once (appending row by row
+  // cost a call and a capacity check per row, more than the test itself at one element).
   dispatchDataType(dense.dtype, [&](auto tag) {
     using T = decltype(tag);
     using Acc = AccumulatorT<T>;
@@ -29,10 +34,16 @@ Status extractNonzeroRows(const DenseView& dense, SparseTensor* out) {
       for (int64_t e = 0; e < rowSize && !nonzero; ++e) {
         nonzero = !(toAccumulator<Acc>(row[e]) == Acc(0));
       }
-      if (!nonzero) continue;
-      out->indices.push_back(r);
-      const auto* bytes = reinterpret_cast<const std::byte*>(row);
-      out->values.insert(out->values.end(), bytes, bytes + rowBytes);
+      if (nonzero) out->indices.push_back(r);
+    }
+  });
+  out->values.resize(out->indices.size() * rowBytes);
+  const int64_t* const kept = out->indices.data();
+  const size_t count = out->indices.size();
+  std::byte* const values = out->values.data();
+  withRowBytes(rowBytes, [=](auto bytes) {
+    for (size_t k = 0; k < count; ++k) {
+      std::memcpy(values + k * bytes, base + static_cast<size_t>(kept[k]) * bytes, bytes);
     }
   });
   return Status::ok();
