@@ -60,29 +60,29 @@ class Member:
 
     def close_stdin(self):
         """Closes the member's stdin; False when that could not be done now."""
-        return self._on_stdin(lambda stdin: stdin.close(), closed_ok=True)
+        return self._on_stdin(lambda stdin: stdin.close())
 
     def interrupt(self):
         """Writes INTERRUPT to a watching wrapper's stdin (its Ctrl-C); False when that could
-        not be done."""
+        not be done now. The wrapper has read its environment line (the rank started), so
+        the pipe is empty and one byte cannot block."""
         def write(stdin):
             stdin.write(INTERRUPT)
             stdin.flush()
 
-        return self._on_stdin(write, closed_ok=False)
+        return self._on_stdin(write)
 
-    def _on_stdin(self, action, closed_ok):
+    def _on_stdin(self, action):
         # The feeder holds the lock only while the environment line is in flight; never
-        # block the supervisor on it (SIGKILL of the group is the fallback anyway).
+        # block the supervisor on it (SIGKILL of the group is the fallback anyway). A stdin
+        # already closed, or whose reader is gone, counts as done: that member is stopping.
         if not self.stdin_lock.acquire(timeout=0.2):
             return False
         try:
-            stdin = self.proc.stdin
-            if stdin is None or stdin.closed:
-                return closed_ok
-            action(stdin)
+            if self.proc.stdin is not None and not self.proc.stdin.closed:
+                action(self.proc.stdin)
         except (OSError, ValueError):
-            return closed_ok
+            pass
         finally:
             self.stdin_lock.release()
         return True
