@@ -30,6 +30,7 @@ sys.path.insert(0, BINDINGS)  # as every test file: one pytest process may run t
 
 from zen.runner import hosts as hostlib  # noqa: E402
 from zen.runner.mpi_run import TagParser  # noqa: E402
+from zen.runner.rank_wrapper import WRAPPER  # noqa: E402
 from netns_hosts import ip as _ip  # noqa: E402
 
 LINE = re.compile(r"^\[(\d+)\]<(stdout|stderr)>:(.*)$")
@@ -653,6 +654,43 @@ def test_remote_rank_killed_after_output_without_newline():
     assert r.returncode == 128 + 9, r.stderr
     assert "rank 1 (host ghost) was killed by SIGKILL first" in r.stderr
     assert rank_lines(r.stdout, "stdout") == {1: ["no newline"]}, r.stdout
+
+
+def _wrapper(tmp_path):
+    """A remote rank's wrapper command whose rank creates tmp_path/started."""
+    return [PYTHON, WRAPPER, "--rank", "1", "--token", "t0k", "--watch-stdin", "--env-stdin",
+            "--grace", "1", "--", PYTHON, "-c",
+            "import os; open(os.environ['ZENTEST_MARK'], 'w').close()"]
+
+
+@pytest.mark.parametrize("stdin", [b"", b'{"ZENTEST_MARK": "x"', b'{"ZENTEST_MARK": "x"}\n'],
+                         ids=["nothing", "part of the line", "the line, then end-of-file"])
+def test_wrapper_does_not_start_a_rank_whose_launcher_went_away(tmp_path, stdin):
+    # ssh ended (zenrun stopped a rank that had not started yet, or died) before or right
+    # after the environment line arrived: the rank must not start, without its job.
+    mark = tmp_path / "started"
+    data = stdin.replace(b'"x"', json.dumps(str(mark)).encode())
+    r = subprocess.run(_wrapper(tmp_path), input=data, capture_output=True, timeout=30)
+    assert r.returncode == 1, r.stderr
+    assert b"ZENRUN_READY" not in r.stdout
+    assert b"rank 1: the launcher closed stdin before the rank started" in r.stderr, r.stderr
+    assert not mark.exists()
+
+
+def test_wrapper_starts_the_rank_while_stdin_stays_open(tmp_path):
+    # The control of the test above: the same line, stdin left open as zenrun does.
+    mark = tmp_path / "started"
+    proc = subprocess.Popen(_wrapper(tmp_path), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        proc.stdin.write(json.dumps({"ZENTEST_MARK": str(mark)}).encode() + b"\n")
+        proc.stdin.flush()
+        assert proc.wait(30) == 0, proc.stderr.read()
+        assert b"ZENRUN_READY t0k 1" in proc.stdout.read()
+        assert mark.exists()
+    finally:
+        proc.kill()
+        proc.communicate()
 
 
 def test_missing_command_fails_with_127():

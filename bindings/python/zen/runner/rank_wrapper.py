@@ -22,7 +22,9 @@ keeps the wrapper's pid and zenrun signals it directly.
 rank 0, ZEN_CONTROLLER_FD); in exec mode it simply stays open.
 
 Remote ranks (--watch-stdin): the wrapper stays as the parent. It reads the rank's
-environment as one JSON line from stdin (so ZEN_SECRET never appears on a command line),
+environment as one JSON line from stdin (so ZEN_SECRET never appears on a command line; when
+stdin ends before or right after that line, zenrun is gone or stopping, and the rank is not
+started: exit 1),
 runs the command in its own process group with PR_SET_PDEATHSIG=SIGKILL, forwards
 SIGINT/SIGTERM/SIGHUP to that group, and treats end-of-file on stdin (zenrun, ssh or the
 launch command went away) as SIGTERM followed by SIGKILL after --grace seconds. A byte
@@ -42,6 +44,7 @@ anywhere in the line (output.killed_signal).
 
 import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -166,17 +169,24 @@ def _watch(rank, cmd, grace, pass_fds=(), killed_token=None):
 
 
 def _read_env_line():
-    # zenrun writes this line and nothing after it (then only end-of-file, which the watch
-    # reads), so whole chunks can be read: byte by byte took seconds for zen.run's function
-    # (up to 1 MiB in the environment) on a loaded machine.
+    """Reads the rank's environment into os.environ; False when stdin ended first, before
+    the whole line or right after it: zenrun (or ssh) is gone, or is stopping this rank
+    before it started, and the rank must not start (it would run on, without its job, until
+    the wrapper's stop after the grace period)."""
+    # zenrun writes this line and nothing after it until the rank has reported its start,
+    # so whole chunks can be read: byte by byte took seconds for zen.run's function (up to
+    # 1 MiB in the environment) on a loaded machine.
     chunks = []
     while not chunks or not chunks[-1].endswith(b"\n"):
         chunk = os.read(0, 65536)
         if not chunk:
-            break
+            return False
         chunks.append(chunk)
-    env = json.loads(b"".join(chunks).decode() or "{}")
+    if select.select([0], [], [], 0)[0] and not os.read(0, 1):
+        return False  # end-of-file already waiting; nothing else can be (see above)
+    env = json.loads(b"".join(chunks).decode())
     os.environ.update({str(k): str(v) for k, v in env.items()})
+    return True
 
 
 def main(argv=None):
@@ -203,8 +213,10 @@ def main(argv=None):
     if not cmd:
         sys.stderr.write("rank_wrapper: no command after --\n")
         return 2
-    if env_stdin:
-        _read_env_line()
+    if env_stdin and not _read_env_line():
+        sys.stderr.write(f"zenrun: rank {rank if rank is not None else '?'}: the launcher "
+                         f"closed stdin before the rank started; not starting it\n")
+        return 1
     if rank is None:
         rank = _rank_from_env()
     _report(ready_line(token, rank))  # when missing, --start-timeout says so
