@@ -84,6 +84,12 @@ class Executor {
   virtual Status addProcessSet(int32_t id, const std::vector<int32_t>& members);
   // Set `id` is gone (its members, in plan order); no response of it follows.
   virtual void removeProcessSet(int32_t id) { (void)id; }
+
+  // This rank's data plane broke outside the executor's own calls (a staged bucket's device
+  // copy, cuda/host_staging.h), so it cannot take part in the collectives its peers run: the
+  // executor gives its transport up (peers waiting on it fail at once instead of at their
+  // timeout), and every later bucket fails. The default has nothing to give up.
+  virtual void abandon(const Status& why) { (void)why; }
 };
 
 // The device an entry's tensors live on (sparse input, else dense input, else output).

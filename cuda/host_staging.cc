@@ -137,6 +137,65 @@ void releaseHostResults(Shadow& s) {
   }
 }
 
+Status runStagedSteps(const Response& response,
+                      const std::vector<TensorEntry*>& entries,
+                      Executor& host,
+                      DeviceStaging& staging,
+                      BucketReport* report,
+                      Status* stagingFailure) {
+  // A staging step's failure, kept apart from the host executor's own errors.
+  auto staged = [stagingFailure](Status s) {
+    if (!s.isOk()) *stagingFailure = s;
+    return s;
+  };
+  std::vector<Shadow> shadows(entries.size());
+  std::vector<TensorEntry*> hostEntries(entries.size(), nullptr);
+  std::vector<StagedCopy> in;
+  HostRegion measured;
+  int device = -1;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    TensorEntry* e = entries[i];
+    if (e == nullptr) continue;  // joined: the host executor contributes what a joined rank does
+    const Device where = entryDevice(*e);
+    ZEN_CHECK_ARG(where.kind == Device::Kind::kCuda && (device < 0 || where.index == device),
+                  "{} of '{}' staged through the host: tensor '{}' is on {}, expected {}",
+                  responseTypeName(response.type), response.tensorNames.front(), e->request.name,
+                  where.toString(), device < 0 ? "a CUDA device" : Device::cuda(device).toString());
+    device = where.index;
+    stageIn(*e, &measured, &shadows[i], &in);
+    hostEntries[i] = &shadows[i].host;
+  }
+
+  const auto copyIn = Clock::now();
+  if (device >= 0) {
+    ZEN_RETURN_IF_ERROR(staged(staging.prepare(device, entries)));
+    Result<std::byte*> base = staging.hostMemory(measured.used());
+    ZEN_RETURN_IF_ERROR(staged(base.status()));
+    HostRegion region(base.value());
+    in.clear();
+    for (Shadow& s : shadows) {
+      if (s.original != nullptr) stageIn(*s.original, &region, &s, &in);
+    }
+    ZEN_RETURN_IF_ERROR(staged(staging.toHost(in)));
+  }
+  const auto run = Clock::now();
+  ZEN_RETURN_IF_ERROR(host.execute(response, hostEntries, report));
+  const auto copyOut = Clock::now();
+
+  std::vector<StagedCopy> out;
+  for (Shadow& s : shadows) {
+    if (s.original != nullptr) ZEN_RETURN_IF_ERROR(staged(stageOut(s, device, staging, &out)));
+  }
+  if (device >= 0) ZEN_RETURN_IF_ERROR(staged(staging.toDevice(out)));
+  for (Shadow& s : shadows) {
+    if (s.original != nullptr) releaseHostResults(s);
+  }
+  report->phases.insert(report->phases.begin(), ExecPhase{"COPY_TO_HOST", copyIn, run});
+  report->phases.push_back(ExecPhase{"COPY_TO_DEVICE", copyOut, Clock::now()});
+  report->scheme = "host-staged " + report->scheme;
+  return Status::ok();
+}
+
 }  // namespace
 
 std::vector<std::vector<BouncePiece>> planBounce(const std::vector<StagedCopy>& copies,
@@ -169,51 +228,14 @@ Status runStaged(const Response& response,
                  Executor& host,
                  DeviceStaging& staging,
                  BucketReport* report) {
-  std::vector<Shadow> shadows(entries.size());
-  std::vector<TensorEntry*> hostEntries(entries.size(), nullptr);
-  std::vector<StagedCopy> in;
-  HostRegion measured;
-  int device = -1;
-  for (size_t i = 0; i < entries.size(); ++i) {
-    TensorEntry* e = entries[i];
-    if (e == nullptr) continue;  // joined: the host executor contributes what a joined rank does
-    const Device where = entryDevice(*e);
-    ZEN_CHECK_ARG(where.kind == Device::Kind::kCuda && (device < 0 || where.index == device),
-                  "{} of '{}' staged through the host: tensor '{}' is on {}, expected {}",
-                  responseTypeName(response.type), response.tensorNames.front(), e->request.name,
-                  where.toString(), device < 0 ? "a CUDA device" : Device::cuda(device).toString());
-    device = where.index;
-    stageIn(*e, &measured, &shadows[i], &in);
-    hostEntries[i] = &shadows[i].host;
-  }
-
-  const auto copyIn = Clock::now();
-  if (device >= 0) {
-    ZEN_RETURN_IF_ERROR(staging.prepare(device, entries));
-    ZEN_ASSIGN_OR_RETURN(std::byte * base, staging.hostMemory(measured.used()));
-    HostRegion region(base);
-    in.clear();
-    for (Shadow& s : shadows) {
-      if (s.original != nullptr) stageIn(*s.original, &region, &s, &in);
-    }
-    ZEN_RETURN_IF_ERROR(staging.toHost(in));
-  }
-  const auto run = Clock::now();
-  ZEN_RETURN_IF_ERROR(host.execute(response, hostEntries, report));
-  const auto copyOut = Clock::now();
-
-  std::vector<StagedCopy> out;
-  for (Shadow& s : shadows) {
-    if (s.original != nullptr) ZEN_RETURN_IF_ERROR(stageOut(s, device, staging, &out));
-  }
-  if (device >= 0) ZEN_RETURN_IF_ERROR(staging.toDevice(out));
-  for (Shadow& s : shadows) {
-    if (s.original != nullptr) releaseHostResults(s);
-  }
-  report->phases.insert(report->phases.begin(), ExecPhase{"COPY_TO_HOST", copyIn, run});
-  report->phases.push_back(ExecPhase{"COPY_TO_DEVICE", copyOut, Clock::now()});
-  report->scheme = "host-staged " + report->scheme;
-  return Status::ok();
+  Status stagingFailure;
+  const Status s = runStagedSteps(response, entries, host, staging, report, &stagingFailure);
+  if (stagingFailure.isOk()) return s;
+  const Status why = ZEN_ERROR(StatusCode::kAborted, "{} of '{}' staged through the host: {}",
+                               responseTypeName(response.type), response.tensorNames.front(),
+                               stagingFailure.toString());
+  host.abandon(why);
+  return why;
 }
 
 }  // namespace zen::cuda

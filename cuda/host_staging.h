@@ -70,7 +70,10 @@ bool runsStaged(const Response& response);
 // Runs `response` in `host` over host copies of `entries` (device tensors, null for a joined
 // rank) and delivers the results on the device (steps above). `report` gets the host
 // executor's report with COPY_TO_HOST first and COPY_TO_DEVICE last, its scheme prefixed
-// "host-staged ".
+// "host-staged ". A failed staging step (a wait, an allocation, a copy) is kAborted and gives
+// the host executor's data plane up (Executor::abandon): this rank cannot take part in the
+// collective, or in later ones once its device failed, and its peers, told at once by the
+// message backends, fail instead of waiting out their timeout.
 Status runStaged(const Response& response,
                  const std::vector<TensorEntry*>& entries,
                  Executor& host,

@@ -58,6 +58,7 @@ class CpuExecutor final : public Executor {
 
   Status addProcessSet(int32_t id, const std::vector<int32_t>& members) override;
   void removeProcessSet(int32_t id) override;
+  void abandon(const Status& why) override { transport_->failAll(why); }
 
   Transport& transport() { return *transport_; }
 

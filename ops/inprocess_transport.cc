@@ -1,7 +1,8 @@
 // The in-process backend: ranks are threads sharing an InProcessHub, which holds one Mailbox
 // per rank. A send copies the payload into the receiver's mailbox (no wire; the counters
 // record the payload bytes as if there were one). A rank that leaves or aborts marks itself
-// failed in every other mailbox, so peers waiting on it get kIoError instead of a timeout.
+// failed in every other mailbox, so peers waiting on it get kIoError instead of a timeout, and
+// a send to it fails with the same reason.
 #include "ops/inprocess_transport.h"
 
 #include <mutex>
@@ -15,7 +16,7 @@ namespace zen::ops {
 
 class InProcessHub {
  public:
-  explicit InProcessHub(int size) : joined_(size, false), left_(size, false) {
+  explicit InProcessHub(int size) : joined_(size, false), left_(size) {
     for (int r = 0; r < size; ++r) mailboxes_.push_back(std::make_unique<Mailbox>(size));
   }
 
@@ -31,7 +32,8 @@ class InProcessHub {
     return Status::ok();
   }
 
-  bool hasLeft(int rank) {
+  // Why `rank` left (closed or aborted), ok while it has not.
+  Status left(int rank) {
     std::lock_guard<std::mutex> lock(mu_);
     return left_[rank];
   }
@@ -39,8 +41,8 @@ class InProcessHub {
   void leave(int rank, const Status& why) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (left_[rank]) return;
-      left_[rank] = true;
+      if (!left_[rank].isOk()) return;
+      left_[rank] = why;
     }
     for (int r = 0; r < size(); ++r) {
       if (r != rank) mailboxes_[r]->failPeer(rank, why);
@@ -51,7 +53,7 @@ class InProcessHub {
   std::mutex mu_;
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;
   std::vector<bool> joined_;
-  std::vector<bool> left_;
+  std::vector<Status> left_;
 };
 
 namespace {
@@ -71,9 +73,12 @@ class InProcessTransport final : public MessageTransport {
 
  protected:
   Status postSend(int peer, uint32_t tag, const void* data, size_t bytes) override {
-    if (hub_->hasLeft(peer)) {
-      return ZEN_ERROR(StatusCode::kIoError, "rank {}: rank {} has left; cannot send to it", rank(),
-                       peer);
+    // The peer's reason, as a receive from it would give: whether a peer's abort reaches a
+    // rank as a failed send or a failed receive is a race.
+    const Status left = hub_->left(peer);
+    if (!left.isOk()) {
+      return ZEN_ERROR(StatusCode::kIoError, "rank {}: cannot send to rank {}: {}", rank(), peer,
+                       left.message());
     }
     const auto* begin = static_cast<const uint8_t*>(data);
     hub_->mailbox(peer)->deliver(rank(), tag, ByteVector(begin, begin + bytes));

@@ -65,6 +65,10 @@ auto Transport::guarded(Fn&& fn) -> decltype(fn()) {
   return result;
 }
 
+void Transport::failAll(const Status& why) {
+  if (root_->failure_.isOk()) fail(why);
+}
+
 // The job's transport is aborted whichever member of the family failed: on the message
 // backends a subset's messages share its connections and mailbox, so they are in an unknown
 // state too.

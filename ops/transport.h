@@ -145,6 +145,13 @@ class Transport {
   // 0 for the job's transport, the set's id for a subset.
   int32_t processSet() const { return processSet_; }
 
+  // Gives the family up from outside a call, as a kTimeout or kIoError inside one would: this
+  // rank's data plane broke elsewhere (a staged bucket's device copy) while peers may wait on
+  // it. Records `why` as the family's failure unless there is one, and aborts (the message
+  // backends tell their peers at once; MPI's peers still wait out their timeout). Later calls
+  // return kAborted. The driving thread only.
+  void failAll(const Status& why);
+
  protected:
   Transport(int rank, int size, double timeoutSeconds);
 

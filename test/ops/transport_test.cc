@@ -523,5 +523,36 @@ TEST_P(TransportTest, CollectiveWithAMissingRankTimesOut) {
       options);
 }
 
+// Rank 1 gives its transport up from outside a call (failAll: a device copy failed there):
+// rank 0, waiting on it, fails at once with rank 1's cause, long before its timeout, and
+// rank 1's own later calls are kAborted. (Skipped for MPI, whose peers still wait.)
+TEST_P(TransportTest, FailAllTellsThePeersAtOnce) {
+  if (backend() == Backend::kMpi) GTEST_SKIP() << "MPI has no abort message to its peers";
+  RankOptions options;
+  options.timeoutSeconds = 30;
+  run(
+      [&](Transport& t) {
+        if (t.size() < 2 || t.rank() > 1) return;
+        if (t.rank() == 1) {
+          t.failAll(Status(StatusCode::kInternal, "device fault in the test"));
+          int x = 0;
+          const Status s = t.send(0, &x, sizeof(x));
+          EXPECT_EQ(s.code(), StatusCode::kAborted) << s.toString();
+          EXPECT_NE(s.message().find("device fault in the test"), std::string::npos)
+              << s.toString();
+          return;
+        }
+        int x = 0;
+        const auto start = std::chrono::steady_clock::now();
+        const Status s = t.recv(1, &x, sizeof(x));
+        EXPECT_EQ(s.code(), StatusCode::kIoError) << s.toString();
+        EXPECT_NE(s.message().find("rank 1 aborted after an error (device fault in the test)"),
+                  std::string::npos)
+            << s.toString();
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+      },
+      options);
+}
+
 }  // namespace
 }  // namespace zen::ops::testing
