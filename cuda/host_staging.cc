@@ -137,16 +137,46 @@ void releaseHostResults(Shadow& s) {
   }
 }
 
-Status runStagedSteps(const Response& response,
-                      const std::vector<TensorEntry*>& entries,
-                      Executor& host,
-                      DeviceStaging& staging,
-                      BucketReport* report,
-                      Status* stagingFailure) {
-  // A staging step's failure, kept apart from the host executor's own errors.
-  auto staged = [stagingFailure](Status s) {
-    if (!s.isOk()) *stagingFailure = s;
-    return s;
+}  // namespace
+
+std::vector<std::vector<BouncePiece>> planBounce(const std::vector<StagedCopy>& copies,
+                                                 size_t capacity) {
+  std::vector<std::vector<BouncePiece>> rounds;
+  capacity = std::max<size_t>(capacity, 1);
+  size_t used = capacity;  // a full buffer: the first piece opens a round
+  for (size_t c = 0; c < copies.size(); ++c) {
+    for (size_t offset = 0; offset < copies[c].bytes;) {
+      if (used == capacity) {
+        rounds.emplace_back();
+        used = 0;
+      }
+      const size_t bytes = std::min(copies[c].bytes - offset, capacity - used);
+      rounds.back().push_back(BouncePiece{c, offset, used, bytes});
+      used += bytes;
+      offset += bytes;
+    }
+  }
+  return rounds;
+}
+
+bool runsStaged(const Response& response) {
+  return response.processSet != kGlobalProcessSet ||
+         (response.type == ResponseType::kAllreduce && response.reduceOp == ReduceOp::kAdasum);
+}
+
+Status runStaged(const Response& response,
+                 const std::vector<TensorEntry*>& entries,
+                 Executor& host,
+                 DeviceStaging& staging,
+                 BucketReport* report) {
+  // A staging step's failure (not the host executor's own) gives the data plane up.
+  auto staged = [&](const Status& s) {
+    if (s.isOk()) return s;
+    const Status why =
+        ZEN_ERROR(StatusCode::kAborted, "{} of '{}' staged through the host: {}",
+                  responseTypeName(response.type), response.tensorNames.front(), s.toString());
+    host.abandon(why);
+    return why;
   };
   std::vector<Shadow> shadows(entries.size());
   std::vector<TensorEntry*> hostEntries(entries.size(), nullptr);
@@ -194,48 +224,6 @@ Status runStagedSteps(const Response& response,
   report->phases.push_back(ExecPhase{"COPY_TO_DEVICE", copyOut, Clock::now()});
   report->scheme = "host-staged " + report->scheme;
   return Status::ok();
-}
-
-}  // namespace
-
-std::vector<std::vector<BouncePiece>> planBounce(const std::vector<StagedCopy>& copies,
-                                                 size_t capacity) {
-  std::vector<std::vector<BouncePiece>> rounds;
-  capacity = std::max<size_t>(capacity, 1);
-  size_t used = capacity;  // a full buffer: the first piece opens a round
-  for (size_t c = 0; c < copies.size(); ++c) {
-    for (size_t offset = 0; offset < copies[c].bytes;) {
-      if (used == capacity) {
-        rounds.emplace_back();
-        used = 0;
-      }
-      const size_t bytes = std::min(copies[c].bytes - offset, capacity - used);
-      rounds.back().push_back(BouncePiece{c, offset, used, bytes});
-      used += bytes;
-      offset += bytes;
-    }
-  }
-  return rounds;
-}
-
-bool runsStaged(const Response& response) {
-  return response.processSet != kGlobalProcessSet ||
-         (response.type == ResponseType::kAllreduce && response.reduceOp == ReduceOp::kAdasum);
-}
-
-Status runStaged(const Response& response,
-                 const std::vector<TensorEntry*>& entries,
-                 Executor& host,
-                 DeviceStaging& staging,
-                 BucketReport* report) {
-  Status stagingFailure;
-  const Status s = runStagedSteps(response, entries, host, staging, report, &stagingFailure);
-  if (stagingFailure.isOk()) return s;
-  const Status why = ZEN_ERROR(StatusCode::kAborted, "{} of '{}' staged through the host: {}",
-                               responseTypeName(response.type), response.tensorNames.front(),
-                               stagingFailure.toString());
-  host.abandon(why);
-  return why;
 }
 
 }  // namespace zen::cuda
