@@ -16,6 +16,8 @@
 // - broadcast: MPI_Ibcast in chunks; barrier: MPI_Ibarrier.
 // - subset (a process set's communicator): 4 B from each member to the first and back, then
 //   MPI_Comm_create_group; not counted.
+// - a failure (the family's first): 8 B and the reason (at most 1 KiB) to every other rank of
+//   the job, once, on the abort channel's communicator; not counted.
 // Counters record the payload as the other backends would move it (ring allreduce, flat
 // broadcast), so benchmarks compare like with like.
 #include "ops/mpi_transport.h"
@@ -30,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "ops/mpi_abort_channel.h"
 #include "ops/reduce.h"
 
 namespace zen::ops {
@@ -100,10 +103,16 @@ int roundBytes(uint64_t total, size_t round, size_t chunk) {
 
 class MpiTransport final : public Transport {
  public:
-  MpiTransport(MPI_Comm comm, int rank, int size, const MpiOptions& options)
+  // `channel`: the job transport's, shared by its subsets (announcements name job ranks).
+  MpiTransport(MPI_Comm comm,
+               int rank,
+               int size,
+               const MpiOptions& options,
+               std::shared_ptr<MpiAbortChannel> channel)
       : Transport(rank, size, options.timeoutSeconds),
         comm_(comm),
-        maxChunkBytes_(std::max<size_t>(1, std::min<size_t>(options.maxChunkBytes, INT_MAX))) {}
+        maxChunkBytes_(std::max<size_t>(1, std::min<size_t>(options.maxChunkBytes, INT_MAX))),
+        channel_(std::move(channel)) {}
 
   ~MpiTransport() override {
     int finalized = 0;
@@ -398,8 +407,12 @@ class MpiTransport final : public Transport {
     MpiOptions options;
     options.timeoutSeconds = timeoutSeconds();
     options.maxChunkBytes = maxChunkBytes_;
-    return std::unique_ptr<Transport>(new MpiTransport(comm, rank, size, options));
+    return std::unique_ptr<Transport>(new MpiTransport(comm, rank, size, options, channel_));
   }
+
+  // The family failed: every rank of the job hears why at once, as the message backends' peers
+  // do when their connections close (a rank that heard another's announcement stays quiet).
+  void abort(const Status& why) override { channel_->announce(why.message()); }
 
  private:
   size_t pieces(size_t bytes) const { return std::max<size_t>(1, ceilDiv(bytes, maxChunkBytes_)); }
@@ -408,8 +421,9 @@ class MpiTransport final : public Transport {
     return std::max<size_t>(1, std::min<size_t>(maxChunkBytes_, INT_MAX / size()));
   }
 
-  // Polls until every request completed or the call's deadline passed. Spins briefly, then
-  // sleeps between polls (up to 1 ms) so oversubscribed ranks leave the cores to the others.
+  // Polls until every request completed, the call's deadline passed, or another rank announced
+  // that it gave up (kIoError naming it). Spins briefly, then sleeps between polls (up to 1 ms)
+  // so oversubscribed ranks leave the cores to the others.
   Status wait(std::vector<MPI_Request>& requests,
               const char* op,
               int peer,
@@ -417,6 +431,7 @@ class MpiTransport final : public Transport {
     const auto until = deadline();
     auto pause = std::chrono::microseconds(20);
     for (int polls = 0;; ++polls) {
+      ZEN_RETURN_IF_ERROR(channel_->poll());
       int done = 0;
       const int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
                                  statuses ? statuses->data() : MPI_STATUSES_IGNORE);
@@ -437,12 +452,12 @@ class MpiTransport final : public Transport {
     }
   }
 
-  // Receives of `bytes` in maxChunkBytes_ pieces (one request each): on a timeout they are
-  // withdrawn, so the buffer is the caller's again; a piece of another size is a kIoError.
+  // Receives of `bytes` in maxChunkBytes_ pieces (one request each): when the wait fails they
+  // are withdrawn, so the buffer is the caller's again; a piece of another size is a kIoError.
   Status waitPieces(std::vector<MPI_Request>& requests, const char* op, int peer, size_t bytes) {
     std::vector<MPI_Status> statuses(requests.size());
     Status status = wait(requests, op, peer, &statuses);
-    if (status.code() == StatusCode::kTimeout) {
+    if (!status.isOk()) {
       for (MPI_Request& r : requests) {
         if (r != MPI_REQUEST_NULL) {
           MPI_Cancel(&r);
@@ -512,15 +527,15 @@ class MpiTransport final : public Transport {
     return agreed;
   }
 
-  // One collective request; on a timeout its staging buffers are kept, since MPI may still
-  // write them.
+  // One collective request; when the wait fails its staging buffers are kept, since MPI may
+  // still write them.
   Status waitOne(MPI_Request& request,
                  const char* op,
                  ByteVector* out = nullptr,
                  ByteVector* in = nullptr) {
     std::vector<MPI_Request> requests{request};
     Status status = wait(requests, op, -1);
-    if (status.code() == StatusCode::kTimeout) {
+    if (!status.isOk()) {
       if (out) abandoned_.push_back(std::move(*out));
       if (in) abandoned_.push_back(std::move(*in));
     }
@@ -529,6 +544,7 @@ class MpiTransport final : public Transport {
 
   MPI_Comm comm_;
   const size_t maxChunkBytes_;
+  std::shared_ptr<MpiAbortChannel> channel_;
   std::vector<ByteVector> abandoned_;
   uint64_t sendSize_ = 0;  // sendRecv's size messages
   uint64_t recvSize_ = 0;
@@ -555,7 +571,14 @@ Result<std::unique_ptr<Transport>> createMpiTransport(const MpiOptions& options)
   int size = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
-  return std::unique_ptr<Transport>(new MpiTransport(comm, rank, size, options));
+  Result<std::unique_ptr<MpiAbortChannel>> channel =
+      MpiAbortChannel::create(comm, options.timeoutSeconds);
+  if (!channel.isOk()) {
+    MPI_Comm_free(&comm);
+    return channel.status();
+  }
+  return std::unique_ptr<Transport>(
+      new MpiTransport(comm, rank, size, options, std::move(channel.value())));
 }
 
 MpiOptions MpiOptions::fromConfig(const Config& config) {

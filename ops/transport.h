@@ -147,8 +147,8 @@ class Transport {
 
   // Gives the family up from outside a call, as a kTimeout or kIoError inside one would: this
   // rank's data plane broke elsewhere (a staged bucket's device copy) while peers may wait on
-  // it. Records `why` as the family's failure unless there is one, and aborts (the message
-  // backends tell their peers at once; MPI's peers still wait out their timeout). Later calls
+  // it. Records `why` as the family's failure unless there is one, and aborts: every backend
+  // tells the peers at once (MPI: every rank of the job, ops/mpi_abort_channel.h). Later calls
   // return kAborted. The driving thread only.
   void failAll(const Status& why);
 

@@ -525,9 +525,8 @@ TEST_P(TransportTest, CollectiveWithAMissingRankTimesOut) {
 
 // Rank 1 gives its transport up from outside a call (failAll: a device copy failed there):
 // rank 0, waiting on it, fails at once with rank 1's cause, long before its timeout, and
-// rank 1's own later calls are kAborted. (Skipped for MPI, whose peers still wait.)
+// rank 1's own later calls are kAborted.
 TEST_P(TransportTest, FailAllTellsThePeersAtOnce) {
-  if (backend() == Backend::kMpi) GTEST_SKIP() << "MPI has no abort message to its peers";
   RankOptions options;
   options.timeoutSeconds = 30;
   run(
@@ -550,6 +549,31 @@ TEST_P(TransportTest, FailAllTellsThePeersAtOnce) {
                   std::string::npos)
             << s.toString();
         EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+      },
+      options);
+}
+
+// Rank 0 times out waiting for rank 1, which waits for rank 0 but started later: rank 1 (and
+// every other rank, waiting on rank 0 too) hears of rank 0's timeout when it happens, instead
+// of timing out itself later.
+TEST_P(TransportTest, ATimeoutTellsThePeersAtOnce) {
+  RankOptions options;
+  options.timeoutSeconds = 1.5;
+  run(
+      [&](Transport& t) {
+        if (t.size() < 2) return;
+        int x = 0;
+        if (t.rank() == 0) {
+          const Status s = t.recv(1, &x, sizeof(x));
+          EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(800));
+        const Status s = t.recv(0, &x, sizeof(x));
+        EXPECT_EQ(s.code(), StatusCode::kIoError) << s.toString();
+        EXPECT_NE(s.message().find("rank 0 aborted after an error (rank 0: recv timed out"),
+                  std::string::npos)
+            << s.toString();
       },
       options);
 }
