@@ -123,6 +123,23 @@ class GatedExecutor final : public Executor {
 
 using MakeExecutor = std::function<std::unique_ptr<Executor>(std::unique_ptr<ops::Transport>)>;
 
+// Rank `rank` of `size` over the given transports and the executor that make(data) builds.
+inline std::unique_ptr<Runtime> runtimeOver(std::unique_ptr<ops::Transport> control,
+                                            std::unique_ptr<ops::Transport> data,
+                                            int rank,
+                                            int size,
+                                            const MakeExecutor& make,
+                                            const Config& config) {
+  auto rt = Runtime::create(
+      RuntimeOptions::fromConfig(config, rank, size),
+      std::make_unique<ops::TransportControlChannel>(std::move(control)),
+      std::make_unique<controller::ChannelNegotiator>(
+          controller::NegotiatorOptions::fromConfig(config, rank, size), makeLogger(rank, "off")),
+      make(std::move(data)));
+  EXPECT_TRUE(rt.isOk()) << rt.status().toString();
+  return rt.isOk() ? std::move(rt).value() : nullptr;
+}
+
 // Rank `rank` of `job` over the executor that make(data transport) builds.
 inline std::unique_ptr<Runtime> rankOf(const bindings::InProcessJob& job,
                                        int rank,
@@ -134,15 +151,9 @@ inline std::unique_ptr<Runtime> rankOf(const bindings::InProcessJob& job,
   auto control = ops::createInProcessTransport(job.control, o);
   auto data = ops::createInProcessTransport(job.data, o);
   EXPECT_TRUE(control.isOk() && data.isOk());
-  auto rt =
-      Runtime::create(RuntimeOptions::fromConfig(config, rank, job.size),
-                      std::make_unique<ops::TransportControlChannel>(std::move(control).value()),
-                      std::make_unique<controller::ChannelNegotiator>(
-                          controller::NegotiatorOptions::fromConfig(config, rank, job.size),
-                          makeLogger(rank, "off")),
-                      make(std::move(data).value()));
-  EXPECT_TRUE(rt.isOk()) << rt.status().toString();
-  return rt.isOk() ? std::move(rt).value() : nullptr;
+  if (!control.isOk() || !data.isOk()) return nullptr;
+  return runtimeOver(std::move(control).value(), std::move(data).value(), rank, job.size, make,
+                     config);
 }
 
 }  // namespace zen::testing
