@@ -114,8 +114,8 @@ Status PartitionAggregator::reset(
   // training loop alternating between buckets) costs a clear of last step's rows, not a fill
   // of the whole part.
   clearRows();
-  // Growing value-initializes (zeroes) only the new tail.
-  if (acc_.size() < size * rowAccBytes) acc_.resize(size * rowAccBytes);
+  // All zero now; a larger array is fresh zero pages, touched only where rows land.
+  acc_.growZeroed(size * rowAccBytes);
   bits_.assign(words, 0);
   part_ = part;
   size_ = size;

@@ -10,6 +10,7 @@
 #include "core/position_table.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "core/zeroed_pages.h"
 
 namespace zen {
 
@@ -143,7 +144,9 @@ class PartitionAggregator {
   size_t accBytes_ = 0;  // bytes per accumulator element
   int64_t entriesAdded_ = 0;
   int64_t occupied_ = 0;
-  std::vector<std::byte> acc_;  // size_ * rowSize_ * accBytes_
+  // size_ * rowSize_ * accBytes_ (or more), zero but for this step's rows of a dense step;
+  // pages the kernel zeroes on first touch, so compact steps neither fill nor keep them.
+  ZeroedPages acc_;
   std::vector<uint64_t> bits_;
   AggregationPath path_;
   bool compact_ = false;  // this step's rows are in compactAcc_, not acc_
