@@ -493,5 +493,35 @@ TEST_P(TransportTest, FailedJobTransportFailsItsSubsets) {
       options);
 }
 
+// A member gives a set up (failAll on the subset): every rank of the job hears why at once,
+// the other member waiting in the set and a rank outside it waiting on the job's transport,
+// each long before the timeout.
+TEST_P(TransportTest, AFailureInASubsetTellsEveryRankOfTheJob) {
+  RankOptions options;
+  options.timeoutSeconds = 30;
+  run(
+      [&](Transport& t) {
+        if (t.size() < 3 || t.rank() > 2) return;
+        std::unique_ptr<Transport> set;
+        if (t.rank() < 2) {
+          set = makeSubset(t, {0, 1}, 33);
+          ASSERT_TRUE(set);
+        }
+        if (t.rank() == 1) {
+          set->failAll(Status(StatusCode::kInternal, "fault in the set"));
+          return;
+        }
+        int x = 0;
+        const auto start = std::chrono::steady_clock::now();
+        const Status s = t.rank() == 0 ? set->recv(1, &x, sizeof(x)) : t.recv(1, &x, sizeof(x));
+        EXPECT_EQ(s.code(), StatusCode::kIoError) << "rank " << t.rank() << ": " << s.toString();
+        EXPECT_NE(s.message().find("rank 1 aborted after an error (fault in the set)"),
+                  std::string::npos)
+            << "rank " << t.rank() << ": " << s.toString();
+        EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+      },
+      options);
+}
+
 }  // namespace
 }  // namespace zen::ops::testing
