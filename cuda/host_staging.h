@@ -73,7 +73,7 @@ bool runsStaged(const Response& response);
 // "host-staged ". A failed staging step (a wait, an allocation, a copy) is kAborted and gives
 // the host executor's data plane up (Executor::abandon): this rank cannot take part in the
 // collective, or in later ones once its device failed, and its peers, told at once by the
-// message backends, fail instead of waiting out their timeout.
+// transport, fail instead of waiting out their timeout.
 Status runStaged(const Response& response,
                  const std::vector<TensorEntry*>& entries,
                  Executor& host,

@@ -78,6 +78,13 @@ class TransportTest : public ::testing::TestWithParam<TransportParam> {
   Backend backend() const { return GetParam().backend; }
 };
 
+// A call that failed because another rank gave its transport up: kIoError carrying
+// `told` ("rank 1 aborted after an error (why)"), as every backend words it.
+inline void expectTold(const Status& s, const std::string& told, int rank) {
+  EXPECT_EQ(s.code(), StatusCode::kIoError) << "rank " << rank << ": " << s.toString();
+  EXPECT_NE(s.message().find(told), std::string::npos) << "rank " << rank << ": " << s.toString();
+}
+
 // Deterministic test bytes: what rank `from` sends rank `to`.
 uint8_t patternByte(int from, int to, size_t i);
 
