@@ -49,6 +49,18 @@
 
 namespace zen::ops {
 
+namespace {
+
+// Entries [begin, end) of the sparse decode's keys, all of part `part`: one task of placing
+// rows in parallel.
+struct DecodePiece {
+  int part;
+  size_t begin;
+  size_t end;
+};
+
+}  // namespace
+
 // The zen scheme's memory, kept across calls; rebuilt when its key changes.
 struct SparseAllreduceWorkspace::Zen {
   // Key: what the partitioner and aggregator were built for.
@@ -75,7 +87,8 @@ struct SparseAllreduceWorkspace::Zen {
   std::vector<size_t> partStart;
   std::vector<const std::byte*> partRows;
   DistinctKeyRanks ranks;
-  std::vector<KeyValue> entries;  // the radix path: (index, row address)
+  std::vector<DecodePiece> pieces;  // the counting path's tasks when a pool places the rows
+  std::vector<KeyValue> entries;    // the radix path: (index, row address)
   std::vector<KeyValue> sortScratch;
 };
 
@@ -132,6 +145,11 @@ Status fromRank(const Status& s, const char* what, int rank) {
   if (s.isOk()) return s;
   return ZEN_ERROR(s.code(), "zen: {} from rank {}: {}", what, rank, s.message());
 }
+
+// A task of decodeSparse's parallel placing: at least this many rows, and about this many
+// bytes of them, so that a hand-off to a worker costs little against the stores.
+constexpr size_t kMinRowsPerDecodeTask = 4096;
+constexpr size_t kBytesPerDecodeTask = size_t{256} << 10;
 
 // Step 4's choice of Pull encoding for an Algorithm 2 part of |I_j| = partSize positions.
 void encodePullPart(const EncodedPart& e, uint64_t partSize, const RowFormat& f, ByteVector* out) {
@@ -230,8 +248,22 @@ Status decodeDense(const Zen& ws,
 }
 
 // Step 6 into result->sparse: (index, row) of every part, sorted by index, each row copied
-// once from the gathered payloads into its sorted slot.
-Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduceResult* result) {
+// once from the gathered payloads into its sorted slot (by the pool's threads, when there
+// are enough rows).
+// Splits every part's entries into pieces of at most `step` for decodeSparse's tasks.
+void splitIntoPieces(const std::vector<size_t>& partStart,
+                     size_t step,
+                     std::vector<DecodePiece>* out) {
+  out->clear();
+  for (size_t j = 0; j + 1 < partStart.size(); ++j) {
+    for (size_t b = partStart[j]; b < partStart[j + 1]; b += step) {
+      out->push_back(DecodePiece{static_cast<int>(j), b, std::min(b + step, partStart[j + 1])});
+    }
+  }
+}
+
+Status decodeSparse(
+    Zen& ws, const RowFormat& f, int64_t numRows, ThreadPool* pool, SparseAllreduceResult* result) {
   const size_t rb = f.rowBytes();
   const int n = ws.n;
   ws.keys.clear();
@@ -277,15 +309,32 @@ Status decodeSparse(Zen& ws, const RowFormat& f, int64_t numRows, SparseAllreduc
     }
     // The indices in order straight from the bitmap; only the rows are scattered (one
     // random store per entry instead of two: those stores are most of the decode's time).
-    ws.ranks.writeSortedKeys(indices);
     withRowBytes(rb, [&, values](auto bytes) {
-      for (int j = 0; j < n; ++j) {
-        const std::byte* const rows = ws.partRows[j];
-        ws.ranks.forEachRank(ws.keys.data() + ws.partStart[j],
-                             ws.partStart[j + 1] - ws.partStart[j], [=](size_t i, uint64_t slot) {
+      auto place = [&, values, bytes](const DecodePiece& piece) {
+        const std::byte* const rows =
+            ws.partRows[piece.part] + (piece.begin - ws.partStart[piece.part]) * bytes;
+        ws.ranks.forEachRank(ws.keys.data() + piece.begin, piece.end - piece.begin,
+                             [=](size_t i, uint64_t slot) {
                                std::memcpy(values + slot * bytes, rows + i * bytes, bytes);
                              });
+      };
+      // Slots are disjoint, so pieces place in parallel, the sorted keys beside them: on a
+      // rank with spare cores this is most of the decode's time (one random store per row).
+      const size_t step = std::max<size_t>(kMinRowsPerDecodeTask, kBytesPerDecodeTask / rb);
+      if (pool != nullptr && pool->size() > 1 && total >= 2 * step) {
+        splitIntoPieces(ws.partStart, step, &ws.pieces);
+        const auto pieces = static_cast<int64_t>(ws.pieces.size());
+        pool->parallelFor(pieces + 1, [&](int64_t task) {
+          if (task == pieces) {
+            ws.ranks.writeSortedKeys(indices);
+          } else {
+            place(ws.pieces[task]);
+          }
+        });
+        return;
       }
+      ws.ranks.writeSortedKeys(indices);
+      for (int j = 0; j < n; ++j) place(DecodePiece{j, ws.partStart[j], ws.partStart[j + 1]});
     });
   } else {
     ws.entries.resize(total);
@@ -394,7 +443,7 @@ Status sparseAllreduceZen(const SparseAllreduceOptions& o,
 
   // 6. Decode.
   Status decoded = o.denseOutput ? decodeDense(ws, format, in.numRows, o.pool, result)
-                                 : decodeSparse(ws, format, in.numRows, result);
+                                 : decodeSparse(ws, format, in.numRows, o.pool, result);
   clock.mark("decode");
   return decoded;
 }

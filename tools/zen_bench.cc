@@ -226,7 +226,12 @@ int main(int argc, char** argv) {
       "MPI backend: multiple, serialized with ZEN_MPI_THREADS_DISABLE=1)")(
       "ranks,n", po::value(&o.ranks)->default_value(o.ranks),
       "ranks as threads (inprocess, tcp without ZEN_RANK)")(
-      "rows", po::value(&o.rows)->default_value(o.rows), "|G|: rows of the dense tensor")(
+      "phases", po::bool_switch(&o.phases),
+      "print each scheme's phases (us per call) under the table")(
+      "threads", po::value(&o.threads)->default_value(o.threads),
+      "CPU threads per rank for the schemes' work (the runtime's ZEN_THREADS; 1: the rank's "
+      "own thread only)")("rows", po::value(&o.rows)->default_value(o.rows),
+                          "|G|: rows of the dense tensor")(
       "row-size", po::value(&o.rowSize)->default_value(o.rowSize), "elements per row")(
       "density", po::value(&densities)->default_value(densities),
       "non-zero rows per rank / |G| (comma list: one table row each)")(
@@ -303,11 +308,12 @@ int main(int argc, char** argv) {
         ZEN_ERROR(StatusCode::kInvalidArgument, "--mpi-threads must be multiple or serialized"));
   }
   o.mpiThreadMultiple = mpiThreads == "multiple";
-  if (o.rows < 1 || o.rowSize < 1 || o.ranks < 1 || o.iters < 1 || o.warmup < 0 || o.overlap < 0 ||
-      o.overlap > 1 || o.linkGbps < 0) {
-    return fail(ZEN_ERROR(StatusCode::kInvalidArgument,
-                          "need rows, row-size, ranks, iters >= 1, warmup >= 0, overlap in "
-                          "[0, 1], link-gbps >= 0"));
+  if (o.rows < 1 || o.rowSize < 1 || o.ranks < 1 || o.threads < 1 || o.iters < 1 || o.warmup < 0 ||
+      o.overlap < 0 || o.overlap > 1 || o.linkGbps < 0) {
+    return fail(
+        ZEN_ERROR(StatusCode::kInvalidArgument,
+                  "need rows, row-size, ranks, threads, iters >= 1, warmup >= 0, overlap in "
+                  "[0, 1], link-gbps >= 0"));
   }
 
   if (o.transport == "inprocess") return bench::runThreads(o, false);

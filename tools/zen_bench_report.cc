@@ -17,12 +17,21 @@ std::string describe(const BenchOptions& o, int ranks, const std::string& transp
   for (Scheme s : o.schemes)
     schemes += fmt::format("{}{}", schemes.empty() ? "" : ",", schemeName(s));
   std::string text = fmt::format(
-      "schemes {}, transport {}, {} ranks, |G| {} rows x {} {}, skew {}, overlap {}, op {}, "
-      "{} output, {} iters after {} warm-up",
-      schemes, transportName, ranks, o.rows, o.rowSize, dataTypeName(o.dtype),
+      "schemes {}, transport {}, {} ranks x {} threads, |G| {} rows x {} {}, skew {}, overlap {}, "
+      "op {}, {} output, {} iters after {} warm-up",
+      schemes, transportName, ranks, o.threads, o.rows, o.rowSize, dataTypeName(o.dtype),
       o.zipf ? fmt::format("zipf (s {})", o.zipfS) : "uniform", o.overlap, ops::reduceOpName(o.op),
       o.denseOutput ? "dense" : "sparse", o.iters, o.warmup);
   if (o.linkGbps > 0) text += fmt::format(", modeled link {} Gbps", o.linkGbps);
+  return text;
+}
+
+// "name": us, ... of a row's phases (names are the schemes' own identifiers).
+std::string phasesJson(const Row& r) {
+  std::string text;
+  for (const auto& [name, seconds] : r.phases) {
+    text += fmt::format("{}\"{}\": {}", text.empty() ? "" : ", ", name, seconds * 1e6);
+  }
   return text;
 }
 
@@ -53,6 +62,12 @@ std::vector<Row> reduceSamples(const BenchOptions& o,
         row.imbalance += x.imbalance / ranks;
         row.busiestBytes = std::max({row.busiestBytes, x.bytesSent, x.bytesReceived});
         row.wrong += x.wrong;
+      }
+      const Sample& first = all.front()[k];
+      for (int i = 0; i < first.phaseCount; ++i) {
+        double seconds = 0;
+        for (const std::vector<Sample>& rank : all) seconds += rank[k].phaseSeconds[i] / ranks;
+        row.phases.emplace_back(first.phaseNames[i], seconds);
       }
       if (row.scheme == Scheme::kAuto) {
         const double first = all.front()[k].autoChoice;
@@ -117,6 +132,15 @@ void printTable(std::FILE* out,
                r.autoChoice == Scheme::kAuto ? "the ranks chose differently (a bug)"
                                              : schemeName(r.autoChoice));
   }
+  if (o.phases) {
+    fmt::print(out, "# Phases, us per call (mean over ranks):\n");
+    for (const Row& r : rows) {
+      fmt::print(out, "#   {:.4f} {:>8}:", r.density, schemeName(r.scheme));
+      for (const auto& [name, seconds] : r.phases)
+        fmt::print(out, " {} {:.1f}", name, seconds * 1e6);
+      fmt::print(out, "\n");
+    }
+  }
   fmt::print(out, "# Wrong elements vs dense: {:.0f} {}\n", wrong, wrong == 0 ? "OK" : "FAILED");
   fmt::print(out, "# Avg bus bandwidth    : {:.3f} GB/s\n",
              rows.empty() ? 0.0 : busbw / static_cast<double>(rows.size()));
@@ -147,12 +171,13 @@ Status writeJson(const std::string& path,
                "\"nnz\": {}, \"outputNnz\": {}, \"scheme\": \"{}\", \"timeUs\": {}, \"algbw\": {}, "
                "\"busbw\": {}, \"wirebw\": {}, \"bytesPerRank\": {}, \"busiestBytes\": {}, "
                "\"imbalance\": {}, \"speedupVsDense\": {}, \"modelUs\": {}, "
-               "\"modelSpeedupVsDense\": {}, \"wrong\": {}, \"autoChoice\": \"{}\"}}",
+               "\"modelSpeedupVsDense\": {}, \"wrong\": {}, \"autoChoice\": \"{}\", "
+               "\"phasesUs\": {{{}}}}}",
                i == 0 ? "" : ",", r.sizeBytes, r.count, dataTypeName(o.dtype), r.density,
                r.inputNnz, r.outputNnz, schemeName(r.scheme), r.seconds * 1e6, r.algbw, r.busbw,
                r.wirebw, r.bytesPerRank, r.busiestBytes, r.imbalance, r.speedup,
                r.modelSeconds * 1e6, r.modelSpeedup, r.wrong,
-               r.scheme == Scheme::kAuto ? schemeName(r.autoChoice) : "");
+               r.scheme == Scheme::kAuto ? schemeName(r.autoChoice) : "", phasesJson(r));
   }
   fmt::print(f, "\n  ]\n}}\n");
   const bool ok = std::fclose(f) == 0;

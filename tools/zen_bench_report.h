@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -33,6 +34,8 @@ struct Row {
   double wrong = 0;  // summed over ranks
   // auto: the scheme every rank settled on; kAuto when the ranks disagree (a bug).
   Scheme autoChoice = Scheme::kAuto;
+  // The scheme's phases (rank 0's names), mean seconds per call over ranks.
+  std::vector<std::pair<std::string, double>> phases;
 };
 
 // all[rank][k] as runRank returns it; rows for the requested schemes only.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <unordered_set>
 
@@ -78,15 +79,30 @@ int64_t countWrong(const std::vector<std::byte>& got,
   return wrong;
 }
 
+// Adds one call's phases to the sample's sums (names from the call, cut to fit).
+void addPhases(const ops::SyncStats& stats, Sample* sample) {
+  const int count = std::min<int>(static_cast<int>(stats.phases.size()), Sample::kMaxPhases);
+  sample->phaseCount = std::max(sample->phaseCount, count);
+  for (int i = 0; i < count; ++i) {
+    const std::string& name = stats.phases[i].first;
+    const size_t length = std::min(name.size(), sizeof(sample->phaseNames[i]) - 1);
+    std::memcpy(sample->phaseNames[i], name.data(), length);
+    sample->phaseNames[i][length] = '\0';
+    sample->phaseSeconds[i] += stats.phases[i].second;
+  }
+}
+
 Status runScheme(ops::Transport& t,
                  const BenchOptions& o,
                  const SparseTensor& input,
                  Scheme scheme,
+                 ThreadPool* pool,
                  ops::SparseAllreduceWorkspace* workspace,
                  ops::SparseAllreduceResult* last,
                  Sample* sample) {
   ops::SparseAllreduceOptions options;
   options.transport = &t;
+  options.pool = pool;
   options.input = input.view();
   options.op = o.op;
   options.scheme = scheme;
@@ -120,6 +136,7 @@ Status runScheme(ops::Transport& t,
     sample->bytesSent += static_cast<double>(last->stats.bytesSent);
     sample->bytesReceived += static_cast<double>(last->stats.bytesReceived);
     sample->imbalance += last->stats.imbalance;
+    addPhases(last->stats, sample);
   }
   sample->seconds = std::chrono::duration<double>(Clock::now() - start).count();
   const double iters = std::max(1, o.iters);
@@ -127,6 +144,7 @@ Status runScheme(ops::Transport& t,
   sample->bytesSent /= iters;
   sample->bytesReceived /= iters;
   sample->imbalance /= iters;
+  for (int i = 0; i < sample->phaseCount; ++i) sample->phaseSeconds[i] /= iters;
   sample->inputNnz = static_cast<double>(input.nnz());
   sample->outputNnz = static_cast<double>(last->stats.outputNnz);
   return Status::ok();
@@ -146,6 +164,10 @@ Status runRank(ops::Transport& t, const BenchOptions& o, std::vector<std::vector
   ZEN_CHECK_ARG(o.iters >= 1, "--iters must be at least 1, got {}", o.iters);
   const std::vector<Scheme> order = runOrder(o);
   const size_t elementSize = dataTypeSize(o.dtype);
+  ZEN_CHECK_ARG(o.threads >= 1, "--threads must be at least 1, got {}", o.threads);
+  // As the CPU executor: the rank's own thread plus threads - 1 workers (none for 1).
+  std::unique_ptr<ThreadPool> pool;
+  if (o.threads > 1) pool = std::make_unique<ThreadPool>(o.threads);
   ops::SparseAllreduceWorkspace workspace;
   std::vector<Sample> mine;
   for (double density : o.densities) {
@@ -154,7 +176,7 @@ Status runRank(ops::Transport& t, const BenchOptions& o, std::vector<std::vector
     for (Scheme scheme : order) {
       Sample sample;
       ops::SparseAllreduceResult last;
-      ZEN_RETURN_IF_ERROR(runScheme(t, o, input, scheme, &workspace, &last, &sample));
+      ZEN_RETURN_IF_ERROR(runScheme(t, o, input, scheme, pool.get(), &workspace, &last, &sample));
       std::vector<std::byte> dense = denseOf(last, o.denseOutput);
       if (scheme == Scheme::kDense) {
         reference = std::move(dense);

@@ -25,7 +25,9 @@ struct BenchOptions {
   std::string transport = "inprocess";
   bool mpiThreadMultiple = true;  // mpi: the thread level asked for (the library's default)
   int ranks = 8;                  // threads (in-process, TCP over loopback)
-  int64_t rows = 1'000'000;       // |G|
+  int threads = 1;      // CPU threads per rank for the schemes (the runtime's ZEN_THREADS pool)
+  bool phases = false;  // print each scheme's phases under the table
+  int64_t rows = 1'000'000;  // |G|
   int64_t rowSize = 1;
   std::vector<double> densities = {0.01};
   double overlap = 0.0;  // fraction of each rank's rows taken from one shared pool
@@ -52,6 +54,13 @@ struct Sample {
   double outputNnz = 0;   // rows of the result (stats.outputNnz)
   double wrong = 0;       // elements that differ from the dense scheme's result
   double autoChoice = 0;  // auto: the Scheme it settled on, as a number (gathered as doubles)
+  // The scheme's own phases (SyncStats::phases: zen's partition, push, aggregate, pull,
+  // decode, ...), mean seconds per iteration; names as fixed arrays, the samples being
+  // gathered as bytes. Phases past kMaxPhases are left out.
+  static constexpr int kMaxPhases = 8;
+  int phaseCount = 0;
+  double phaseSeconds[kMaxPhases] = {};
+  char phaseNames[kMaxPhases][16] = {};
 };
 
 // The schemes that run: the requested ones, with dense first even when not requested (it is

@@ -253,15 +253,17 @@ TEST_P(SparseAllreduceTest, AllEmptyShortCircuits) {
   });
 }
 
-// Many rows, rows of 4, 20 and 132 bytes (the last two copied at their run-time size), a few
-// or many per rank: the zen scheme's sparse decode places a few by radix sort, many by
-// counting (DistinctKeyRanks), and the dense decode, all against the reference.
+// Many rows, rows of 4, 20, 32 and 132 bytes (20 and 132 copied at their run-time size), a few
+// or many per rank, with and without a thread pool: the zen scheme's sparse decode places a
+// few by radix sort, many by counting (DistinctKeyRanks; the most in pieces on the pool's
+// threads), and the dense decode, all against the reference.
 TEST_P(SparseAllreduceTest, WideTensorsWithFewAndManyRows) {
   run([&](Transport& t) {
     const int n = t.size();
     uint64_t seed = 500;
-    for (int64_t rowSize : {1, 5, 33}) {
-      for (int64_t perRank : {3, 1'500}) {
+    ThreadPool pool(3);
+    for (int64_t rowSize : {1, 5, 8, 33}) {
+      for (int64_t perRank : {3, 1'500, 12'000}) {
         for (bool dense : {false, true}) {
           Case c{DataType::kFloat32, rowSize, ReduceOp::kSum, dense,
                  Pattern::kRandom,   false,   seed++};
@@ -274,6 +276,7 @@ TEST_P(SparseAllreduceTest, WideTensorsWithFewAndManyRows) {
           }
           SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
           o.denseOutput = dense;
+          o.pool = perRank > 1'500 ? &pool : nullptr;
           SparseAllreduceResult result;
           const Status s = sparseAllreduce(o, &result);
           checkResult(c, scheme(), n, inputs, s, result);
