@@ -7,6 +7,7 @@
 
 #include "bindings/placement.h"
 #include "controller/channel_negotiator.h"
+#include "core/cpu_share.h"
 #include "core/logging.h"
 #include "ops/cpu_executor.h"
 #include "ops/mpi_transport.h"
@@ -260,8 +261,14 @@ Result<std::unique_ptr<Runtime>> assembleRuntime(const Config& config,
       controller::NegotiatorOptions::fromConfig(config, rank, size), options.logger,
       std::move(tuner));
   auto channel = std::make_unique<ops::TransportControlChannel>(std::move(control));
-  std::unique_ptr<Executor> executor = std::make_unique<ops::CpuExecutor>(
-      std::move(data), ops::CpuExecutorOptions::fromConfig(config));
+  ops::CpuExecutorOptions cpuOptions = ops::CpuExecutorOptions::fromConfig(config);
+  if (cpuOptions.threads <= 0) {
+    cpuOptions.threads = cpuShareOfThisProcess(placementFor(config, rank, size, "").localSize);
+  }
+  options.logger->debug("rank {}: {} CPU threads for the schemes (ZEN_THREADS {})", rank,
+                        cpuOptions.threads, config.threads);
+  std::unique_ptr<Executor> executor =
+      std::make_unique<ops::CpuExecutor>(std::move(data), cpuOptions);
 #ifdef ZEN_HAVE_CUDA
   // GPU buckets to the CUDA executor, which bootstraps NCCL over the CPU executor's transport.
   ops::Transport& bootstrap = static_cast<ops::CpuExecutor&>(*executor).transport();

@@ -82,7 +82,7 @@ struct Config {
   int hashFunctions = 3;
   double hashMemoryFactor = 1.5;  // r1 = factor * expected per-partition nnz
   uint64_t seed = 0x5eed2e2ULL;
-  int threads = 0;  // CPU worker threads, 0 = hardware concurrency
+  int threads = 0;  // CPU threads per rank; 0: the rank's share of the host (core/cpu_share.h)
 
   // Said once at init, on the runtime's logger (bindings/runtime_factory.cc): a HOROVOD_* alias
   // overridden by a different value, and the HOROVOD_* variables zen ignores (core/horovod_env.h).

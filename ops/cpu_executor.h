@@ -43,7 +43,7 @@ struct CpuExecutorOptions {
   uint64_t seed = 0x5eed2e2ULL;                            // ZEN_SEED
   int hashFunctions = 3;                                   // ZEN_HASH_FUNCTIONS
   double memoryFactor = 1.5;                               // ZEN_HASH_MEMORY_FACTOR
-  int threads = 0;                                         // ZEN_THREADS (0: all cores)
+  int threads = 0;  // ZEN_THREADS (0: all cores here; the runtime passes its share, cpu_share.h)
 
   static CpuExecutorOptions fromConfig(const Config& config);
 };
