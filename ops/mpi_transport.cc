@@ -4,10 +4,9 @@
 // - send/recv: B, in pieces of at most maxChunkBytes (same tag, so they stay in order).
 // - sendRecv: an 8 B size, then B as send does, while the peer's size and message are
 //   received; the size is not counted (as the v-collectives' counts).
-// - alltoallv: 8 B counts to each rank (MPI_Ialltoall), one 8 B max (MPI_Iallreduce), then
-//   sends[p] to each p in rounds of MPI_Ialltoallv, each round at most C = min(maxChunkBytes,
-//   INT_MAX / n) bytes per pair, packed through staging buffers.
-// - allgatherv: 8 B count (MPI_Iallgather), then B in rounds of MPI_Iallgatherv, C per rank.
+// - alltoallv: to each peer p an 8 B size, then sends[p] as send does, all peers at once (one
+//   round, no staging copies); the sizes are not counted.
+// - allgatherv: the same with B to every peer.
 // - allreduce: MPI_Iallreduce(SUM, MIN, MAX or PROD) in place, in chunks; 16-bit floats as
 //   fp32, rounded once.
 // - reducescatter: MPI_Ireduce_scatter with the blocks' counts, in rounds of at most C
@@ -102,6 +101,10 @@ int roundBytes(uint64_t total, size_t round, size_t chunk) {
 }
 
 class MpiTransport final : public Transport {
+  // Above send/recv's tags, and the subset meeting's (kMaxUserTag + 1).
+  static constexpr int kAlltoallvTag = kMaxUserTag + 2;
+  static constexpr int kAllgathervTag = kMaxUserTag + 3;
+
  public:
   // `channel`: the job transport's, shared by its subsets (announcements name job ranks).
   MpiTransport(MPI_Comm comm,
@@ -194,95 +197,12 @@ class MpiTransport final : public Transport {
 
   Status doAlltoallv(const std::vector<ConstBytes>& sends,
                      std::vector<ByteVector>* received) override {
-    const int n = size();
-    std::vector<uint64_t> sendCounts(n);
-    std::vector<uint64_t> recvCounts(n);
-    for (int p = 0; p < n; ++p) sendCounts[p] = sends[p].size;
-    MPI_Request request;
-    ZEN_CHECK_MPI(MPI_Ialltoall(sendCounts.data(), 1, MPI_UINT64_T, recvCounts.data(), 1,
-                                MPI_UINT64_T, comm_, &request));
-    ZEN_RETURN_IF_ERROR(waitOne(request, "alltoallv (counts)"));
-    uint64_t largest = 0;
-    for (int p = 0; p < n; ++p) largest = std::max({largest, sendCounts[p], recvCounts[p]});
-    ZEN_CHECK_MPI(
-        MPI_Iallreduce(MPI_IN_PLACE, &largest, 1, MPI_UINT64_T, MPI_MAX, comm_, &request));
-    ZEN_RETURN_IF_ERROR(waitOne(request, "alltoallv (sizes)"));
-
-    received->assign(n, ByteVector());
-    for (int p = 0; p < n; ++p) (*received)[p].resize(recvCounts[p]);
-    const size_t chunk = perRankChunk();
-    std::vector<int> sc(n), sd(n), rc(n), rd(n);
-    for (size_t k = 0; k < ceilDiv(largest, chunk); ++k) {
-      int sendTotal = 0;
-      int recvTotal = 0;
-      for (int p = 0; p < n; ++p) {
-        sc[p] = roundBytes(sendCounts[p], k, chunk);
-        rc[p] = roundBytes(recvCounts[p], k, chunk);
-        sd[p] = sendTotal;
-        rd[p] = recvTotal;
-        sendTotal += sc[p];
-        recvTotal += rc[p];
-      }
-      ByteVector out(sendTotal);
-      ByteVector in(recvTotal);
-      for (int p = 0; p < n; ++p) {
-        if (sc[p] > 0) {
-          std::memcpy(out.data() + sd[p], static_cast<const uint8_t*>(sends[p].data) + k * chunk,
-                      sc[p]);
-        }
-      }
-      ZEN_CHECK_MPI(MPI_Ialltoallv(out.data(), sc.data(), sd.data(), MPI_BYTE, in.data(), rc.data(),
-                                   rd.data(), MPI_BYTE, comm_, &request));
-      ZEN_RETURN_IF_ERROR(waitOne(request, "alltoallv", &out, &in));
-      for (int p = 0; p < n; ++p) {
-        if (rc[p] > 0) std::memcpy((*received)[p].data() + k * chunk, in.data() + rd[p], rc[p]);
-      }
-    }
-    for (int p = 0; p < n; ++p) {
-      if (p == rank()) continue;
-      countSent(p, sendCounts[p]);
-      countReceived(p, recvCounts[p]);
-    }
-    return Status::ok();
+    return exchange(sends, received, kAlltoallvTag, "alltoallv");
   }
 
   Status doAllgatherv(const void* data, size_t bytes, std::vector<ByteVector>* gathered) override {
-    const int n = size();
-    std::vector<uint64_t> counts(n);
-    uint64_t mine = bytes;
-    MPI_Request request;
-    ZEN_CHECK_MPI(
-        MPI_Iallgather(&mine, 1, MPI_UINT64_T, counts.data(), 1, MPI_UINT64_T, comm_, &request));
-    ZEN_RETURN_IF_ERROR(waitOne(request, "allgatherv (counts)"));
-    gathered->assign(n, ByteVector());
-    for (int p = 0; p < n; ++p) (*gathered)[p].resize(counts[p]);
-    const size_t chunk = perRankChunk();
-    const uint64_t largest = *std::max_element(counts.begin(), counts.end());
-    std::vector<int> rc(n), rd(n);
-    for (size_t k = 0; k < ceilDiv(largest, chunk); ++k) {
-      int total = 0;
-      for (int p = 0; p < n; ++p) {
-        rc[p] = roundBytes(counts[p], k, chunk);
-        rd[p] = total;
-        total += rc[p];
-      }
-      ByteVector out(
-          static_cast<const uint8_t*>(data) + std::min<size_t>(bytes, k * chunk),
-          static_cast<const uint8_t*>(data) + std::min<size_t>(bytes, k * chunk) + rc[rank()]);
-      ByteVector in(total);
-      ZEN_CHECK_MPI(MPI_Iallgatherv(out.data(), rc[rank()], MPI_BYTE, in.data(), rc.data(),
-                                    rd.data(), MPI_BYTE, comm_, &request));
-      ZEN_RETURN_IF_ERROR(waitOne(request, "allgatherv", &out, &in));
-      for (int p = 0; p < n; ++p) {
-        if (rc[p] > 0) std::memcpy((*gathered)[p].data() + k * chunk, in.data() + rd[p], rc[p]);
-      }
-    }
-    for (int p = 0; p < n; ++p) {
-      if (p == rank()) continue;
-      countSent(p, bytes);
-      countReceived(p, counts[p]);
-    }
-    return Status::ok();
+    const std::vector<ConstBytes> sends(size(), ConstBytes{data, bytes});
+    return exchange(sends, gathered, kAllgathervTag, "allgatherv");
   }
 
   Status doAllreduce(void* data, size_t count, DataType dtype, ReduceOp op) override {
@@ -421,6 +341,79 @@ class MpiTransport final : public Transport {
     return std::max<size_t>(1, std::min<size_t>(maxChunkBytes_, INT_MAX / size()));
   }
 
+  // The v-collectives, pairwise in one round (sendRecv's scheme with every peer at once): to
+  // each peer its size (8 B) and then its bytes in pieces, from each peer its size and then,
+  // into a buffer of that size, its pieces. MPI keeps one sender's messages of one tag in
+  // order, so sizes and pieces match up, also across calls. The own part is copied. A failed
+  // wait withdraws the receives; the sends stay posted (as any MPI send after a timeout).
+  Status exchange(const std::vector<ConstBytes>& sends,
+                  std::vector<ByteVector>* received,
+                  int tag,
+                  const char* op) {
+    const int n = size();
+    const int me = rank();
+    // Members: MPI may still touch them after a failed call (the transport is dead by then).
+    sizesOut_.assign(n, 0);
+    sizesIn_.assign(n, 0);
+    std::vector<MPI_Request> out;
+    std::vector<MPI_Request> sizes;
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      sizesOut_[p] = sends[p].size;
+      out.emplace_back();
+      ZEN_CHECK_MPI(
+          MPI_Isend(&sizesOut_[p], sizeof(uint64_t), MPI_BYTE, p, tag, comm_, &out.back()));
+      const auto* base = static_cast<const uint8_t*>(sends[p].data);
+      for (size_t i = 0; i < pieces(sends[p].size); ++i) {
+        out.emplace_back();
+        ZEN_CHECK_MPI(MPI_Isend(base + i * maxChunkBytes_,
+                                roundBytes(sends[p].size, i, maxChunkBytes_), MPI_BYTE, p, tag,
+                                comm_, &out.back()));
+      }
+      sizes.emplace_back();
+      ZEN_CHECK_MPI(
+          MPI_Irecv(&sizesIn_[p], sizeof(uint64_t), MPI_BYTE, p, tag, comm_, &sizes.back()));
+    }
+    received->resize(n);
+    const auto* own = static_cast<const uint8_t*>(sends[me].data);
+    (*received)[me].assign(own, own + sends[me].size);
+    ZEN_RETURN_IF_ERROR(withdrawOnFailure(sizes, wait(sizes, op, -1)));
+    std::vector<MPI_Request> in;
+    std::vector<int> from;  // the peer of each receive in `in`
+    std::vector<size_t> piece;
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      ByteVector& buffer = (*received)[p];
+      buffer.resize(sizesIn_[p]);
+      for (size_t i = 0; i < pieces(sizesIn_[p]); ++i) {
+        in.emplace_back();
+        from.push_back(p);
+        piece.push_back(i);
+        ZEN_CHECK_MPI(MPI_Irecv(buffer.data() + i * maxChunkBytes_,
+                                roundBytes(sizesIn_[p], i, maxChunkBytes_), MPI_BYTE, p, tag, comm_,
+                                &in.back()));
+      }
+    }
+    std::vector<MPI_Status> statuses(in.size());
+    ZEN_RETURN_IF_ERROR(withdrawOnFailure(in, wait(in, op, -1, &statuses)));
+    for (size_t k = 0; k < in.size(); ++k) {
+      int got = 0;
+      MPI_Get_count(&statuses[k], MPI_BYTE, &got);
+      if (got != roundBytes(sizesIn_[from[k]], piece[k], maxChunkBytes_)) {
+        return ZEN_ERROR(StatusCode::kIoError,
+                         "{}: {}: rank {} sent a different size than the {} bytes it announced",
+                         who(), op, jobRank(from[k]), sizesIn_[from[k]]);
+      }
+    }
+    ZEN_RETURN_IF_ERROR(wait(out, op, -1));
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      countSent(p, sends[p].size);
+      countReceived(p, sizesIn_[p]);
+    }
+    return Status::ok();
+  }
+
   // Polls until every request completed, the call's deadline passed, or another rank announced
   // that it gave up (kIoError naming it). Spins briefly, then sleeps between polls (up to 1 ms)
   // so oversubscribed ranks leave the cores to the others.
@@ -452,20 +445,25 @@ class MpiTransport final : public Transport {
     }
   }
 
-  // Receives of `bytes` in maxChunkBytes_ pieces (one request each): when the wait fails they
-  // are withdrawn, so the buffer is the caller's again; a piece of another size is a kIoError.
-  Status waitPieces(std::vector<MPI_Request>& requests, const char* op, int peer, size_t bytes) {
-    std::vector<MPI_Status> statuses(requests.size());
-    Status status = wait(requests, op, peer, &statuses);
+  // Returns `status`; when it failed, first withdraws the receives still posted, so their
+  // buffers are the caller's again.
+  static Status withdrawOnFailure(std::vector<MPI_Request>& receives, Status status) {
     if (!status.isOk()) {
-      for (MPI_Request& r : requests) {
+      for (MPI_Request& r : receives) {
         if (r != MPI_REQUEST_NULL) {
           MPI_Cancel(&r);
           MPI_Wait(&r, MPI_STATUS_IGNORE);
         }
       }
     }
-    ZEN_RETURN_IF_ERROR(status);
+    return status;
+  }
+
+  // Receives of `bytes` in maxChunkBytes_ pieces (one request each): when the wait fails they
+  // are withdrawn, so the buffer is the caller's again; a piece of another size is a kIoError.
+  Status waitPieces(std::vector<MPI_Request>& requests, const char* op, int peer, size_t bytes) {
+    std::vector<MPI_Status> statuses(requests.size());
+    ZEN_RETURN_IF_ERROR(withdrawOnFailure(requests, wait(requests, op, peer, &statuses)));
     for (size_t i = 0; i < statuses.size(); ++i) {
       int got = 0;
       MPI_Get_count(&statuses[i], MPI_BYTE, &got);
@@ -548,6 +546,8 @@ class MpiTransport final : public Transport {
   std::vector<ByteVector> abandoned_;
   uint64_t sendSize_ = 0;  // sendRecv's size messages
   uint64_t recvSize_ = 0;
+  std::vector<uint64_t> sizesOut_;  // exchange's size messages
+  std::vector<uint64_t> sizesIn_;
   int32_t meetSent_ = 0;  // doSubset's meeting
   int32_t meetReceived_ = 0;
 };
