@@ -1,12 +1,14 @@
-// A collective that one rank enters alone, part of the Transport contract. It lives in a file
+// Collectives that one rank enters alone, part of the Transport contract. They live in a file
 // of its own because under MPI it must end its process: an MPI collective that timed out stays
 // posted (it cannot be withdrawn, see mpi_transport.h), and Open MPI 4.1 then hangs creating
-// the next test's communicator. So zen_ops_mpi_withdraw_test holds only this test (CTest
-// entries ops.mpi.withdraw.np*), and the process finalizes with the barrier still posted, as a
-// failed job does. In-process and TCP ranks run it in zen_ops_test with the rest.
+// the next test's communicator. So zen_ops_mpi_withdraw_test holds only these tests, each
+// run alone (CTest entries ops.mpi.withdraw.<test>.np*), and the process finalizes with the
+// call still posted, as a failed job does. In-process and TCP ranks run them in zen_ops_test.
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "test/ops/transport_harness.h"
 
@@ -29,6 +31,31 @@ TEST_P(TransportTest, CollectiveWithAMissingRankTimesOut) {
         EXPECT_EQ(t.allreduce(&v, 1, DataType::kFloat32).code(), StatusCode::kAborted);
       },
       options);
+}
+
+// The same for the v-collectives (pairwise sends under MPI): rank 0's waits are bounded, the
+// error names the call, and nothing is left that the next call could mistake for its own.
+TEST_P(TransportTest, AnAlltoallvOrAllgathervWithAMissingRankTimesOut) {
+  RankOptions options;
+  options.timeoutSeconds = 0.5;
+  for (bool gather : {false, true}) {
+    run(
+        [&](Transport& t) {
+          if (t.size() < 2 || t.rank() != 0) return;
+          const ByteVector mine(100, uint8_t{7});
+          std::vector<ByteVector> received;
+          const auto start = std::chrono::steady_clock::now();
+          const Status s = gather ? t.allgatherv(mine.data(), mine.size(), &received)
+                                  : t.alltoallv(std::vector<ConstBytes>(
+                                                    t.size(), ConstBytes{mine.data(), mine.size()}),
+                                                &received);
+          EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
+          EXPECT_NE(s.message().find(gather ? "allgatherv" : "alltoallv"), std::string::npos)
+              << s.toString();
+          EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+        },
+        options);
+  }
 }
 
 }  // namespace
