@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <thread>
 
 namespace zen {
@@ -10,8 +11,9 @@ namespace zen {
 int cpuShare(int usableCpus, int hostCpus, int localRanks) {
   hostCpus = std::max(hostCpus, 1);
   usableCpus = usableCpus <= 0 ? hostCpus : std::min(usableCpus, hostCpus);
-  if (usableCpus < hostCpus) return usableCpus;  // bound by the launcher: its share already
-  return std::max(1, hostCpus / std::max(localRanks, 1));
+  const int64_t ranks = std::max(localRanks, 1);
+  const int64_t sharers = std::max<int64_t>(1, (ranks * usableCpus + hostCpus - 1) / hostCpus);
+  return std::max(1, static_cast<int>(usableCpus / sharers));
 }
 
 int cpuShareOfThisProcess(int localRanks) {

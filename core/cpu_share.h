@@ -7,9 +7,11 @@
 namespace zen {
 
 // usableCpus: the CPUs this process may run on (its affinity mask); hostCpus: the host's
-// online CPUs; localRanks: the job's ranks on this host. A launcher that bound the rank to
-// fewer CPUs than the host has (mpirun --bind-to, taskset) already gave it its share, so that
-// is used as it is; an unbound rank gets hostCpus / localRanks. At least 1.
+// online CPUs; localRanks: the job's ranks on this host. The usable CPUs are shared with the
+// local ranks that, spread evenly over the host, fall on them: ceil(localRanks x usable /
+// host) of them. So an unbound rank gets hostCpus / localRanks, one bound to a core (mpirun
+// --bind-to core) that core, one of two ranks bound to the same socket half of the socket.
+// At least 1.
 int cpuShare(int usableCpus, int hostCpus, int localRanks);
 
 // cpuShare of this process: its affinity mask and std::thread::hardware_concurrency().

@@ -16,10 +16,13 @@ TEST(CpuShare, AnUnboundRankGetsTheHostsCoresSharedAmongItsLocalRanks) {
   EXPECT_EQ(cpuShare(2, 2, 4), 1);    // more ranks than cores: one thread each, not zero
 }
 
-TEST(CpuShare, ABoundRankKeepsTheCpusItWasGiven) {
-  EXPECT_EQ(cpuShare(2, 16, 4), 2);  // mpirun --bind-to: its two cores, whatever the count
-  EXPECT_EQ(cpuShare(1, 16, 1), 1);
-  EXPECT_EQ(cpuShare(8, 16, 8), 8);
+TEST(CpuShare, ABoundRankSharesItsCpusWithTheRanksBoundBesideIt) {
+  EXPECT_EQ(cpuShare(1, 16, 4), 1);   // mpirun --bind-to core
+  EXPECT_EQ(cpuShare(2, 16, 4), 2);   // two cores each: nobody else on them
+  EXPECT_EQ(cpuShare(8, 16, 4), 4);   // two sockets of 8, two ranks on each
+  EXPECT_EQ(cpuShare(8, 16, 3), 4);   // 3 ranks on 2 sockets: up to 2 on one
+  EXPECT_EQ(cpuShare(8, 16, 1), 8);   // alone, on one socket
+  EXPECT_EQ(cpuShare(8, 16, 64), 1);  // more ranks than cores
 }
 
 TEST(CpuShare, UnknownOrOddCountsStillGiveAtLeastOneThread) {
