@@ -247,9 +247,6 @@ Status decodeDense(const Zen& ws,
   return Status::ok();
 }
 
-// Step 6 into result->sparse: (index, row) of every part, sorted by index, each row copied
-// once from the gathered payloads into its sorted slot (by the pool's threads, when there
-// are enough rows).
 // Splits every part's entries into pieces of at most `step` for decodeSparse's tasks.
 void splitIntoPieces(const std::vector<size_t>& partStart,
                      size_t step,
@@ -261,6 +258,10 @@ void splitIntoPieces(const std::vector<size_t>& partStart,
     }
   }
 }
+
+// Step 6 into result->sparse: (index, row) of every part, sorted by index, each row copied
+// once from the gathered payloads into its sorted slot (by the pool's threads, when there
+// are enough rows).
 
 Status decodeSparse(
     Zen& ws, const RowFormat& f, int64_t numRows, ThreadPool* pool, SparseAllreduceResult* result) {
