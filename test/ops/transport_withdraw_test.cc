@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,29 +34,37 @@ TEST_P(TransportTest, CollectiveWithAMissingRankTimesOut) {
       options);
 }
 
-// The same for the v-collectives (pairwise sends under MPI): rank 0's waits are bounded, the
-// error names the call, and nothing is left that the next call could mistake for its own.
-TEST_P(TransportTest, AnAlltoallvOrAllgathervWithAMissingRankTimesOut) {
+// The same for the v-collectives (pairwise sends under MPI): rank 0's wait is bounded and the
+// error names the call. One test each: under MPI a process makes no transport after a failed
+// one (a CI run once hung with two in one process; the runtime never does this).
+std::function<void(Transport&)> loneVCollective(bool gather) {
+  return [gather](Transport& t) {
+    if (t.size() < 2 || t.rank() != 0) return;
+    const ByteVector mine(100, uint8_t{7});
+    const std::vector<ConstBytes> sends(t.size(), ConstBytes{mine.data(), mine.size()});
+    std::vector<ByteVector> received;
+    const auto start = std::chrono::steady_clock::now();
+    const Status s =
+        gather ? t.allgatherv(mine.data(), mine.size(), &received) : t.alltoallv(sends, &received);
+    EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
+    EXPECT_NE(s.message().find(gather ? "allgatherv" : "alltoallv"), std::string::npos)
+        << s.toString();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  };
+}
+
+RankOptions halfSecondTimeout() {
   RankOptions options;
   options.timeoutSeconds = 0.5;
-  for (bool gather : {false, true}) {
-    run(
-        [&](Transport& t) {
-          if (t.size() < 2 || t.rank() != 0) return;
-          const ByteVector mine(100, uint8_t{7});
-          std::vector<ByteVector> received;
-          const auto start = std::chrono::steady_clock::now();
-          const Status s = gather ? t.allgatherv(mine.data(), mine.size(), &received)
-                                  : t.alltoallv(std::vector<ConstBytes>(
-                                                    t.size(), ConstBytes{mine.data(), mine.size()}),
-                                                &received);
-          EXPECT_EQ(s.code(), StatusCode::kTimeout) << s.toString();
-          EXPECT_NE(s.message().find(gather ? "allgatherv" : "alltoallv"), std::string::npos)
-              << s.toString();
-          EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
-        },
-        options);
-  }
+  return options;
+}
+
+TEST_P(TransportTest, AnAlltoallvWithAMissingRankTimesOut) {
+  run(loneVCollective(false), halfSecondTimeout());
+}
+
+TEST_P(TransportTest, AnAllgathervWithAMissingRankTimesOut) {
+  run(loneVCollective(true), halfSecondTimeout());
 }
 
 }  // namespace
