@@ -127,24 +127,16 @@ class MpiTransport final : public Transport {
 
  protected:
   Status doSend(int peer, const void* data, size_t bytes, uint32_t tag) override {
-    std::vector<MPI_Request> requests(pieces(bytes));
-    const auto* base = static_cast<const uint8_t*>(data);
-    for (size_t i = 0; i < requests.size(); ++i) {
-      ZEN_CHECK_MPI(MPI_Isend(base + i * maxChunkBytes_, roundBytes(bytes, i, maxChunkBytes_),
-                              MPI_BYTE, peer, static_cast<int>(tag), comm_, &requests[i]));
-    }
+    std::vector<MPI_Request> requests;
+    ZEN_RETURN_IF_ERROR(postSendPieces(data, bytes, peer, static_cast<int>(tag), &requests));
     ZEN_RETURN_IF_ERROR(wait(requests, "send", peer));
     countSent(peer, bytes);
     return Status::ok();
   }
 
   Status doRecv(int peer, void* data, size_t bytes, uint32_t tag) override {
-    std::vector<MPI_Request> requests(pieces(bytes));
-    auto* base = static_cast<uint8_t*>(data);
-    for (size_t i = 0; i < requests.size(); ++i) {
-      ZEN_CHECK_MPI(MPI_Irecv(base + i * maxChunkBytes_, roundBytes(bytes, i, maxChunkBytes_),
-                              MPI_BYTE, peer, static_cast<int>(tag), comm_, &requests[i]));
-    }
+    std::vector<MPI_Request> requests;
+    ZEN_RETURN_IF_ERROR(postRecvPieces(data, bytes, peer, static_cast<int>(tag), &requests));
     ZEN_RETURN_IF_ERROR(waitPieces(requests, "recv", peer, bytes));
     countReceived(peer, bytes);
     return Status::ok();
@@ -162,29 +154,17 @@ class MpiTransport final : public Transport {
     std::vector<MPI_Request> sends;
     if (to >= 0) {
       sendSize_ = bytes;  // a member: MPI may read it after a timeout returned
-      sends.resize(1 + pieces(bytes));
-      ZEN_CHECK_MPI(
-          MPI_Isend(&sendSize_, sizeof(uint64_t), MPI_BYTE, to, mpiTag, comm_, &sends[0]));
-      const auto* base = static_cast<const uint8_t*>(data);
-      for (size_t i = 1; i < sends.size(); ++i) {
-        ZEN_CHECK_MPI(MPI_Isend(base + (i - 1) * maxChunkBytes_,
-                                roundBytes(bytes, i - 1, maxChunkBytes_), MPI_BYTE, to, mpiTag,
-                                comm_, &sends[i]));
-      }
+      ZEN_RETURN_IF_ERROR(postSendPieces(&sendSize_, sizeof(uint64_t), to, mpiTag, &sends));
+      ZEN_RETURN_IF_ERROR(postSendPieces(data, bytes, to, mpiTag, &sends));
     }
     if (from >= 0) {
-      std::vector<MPI_Request> size(1);
-      ZEN_CHECK_MPI(
-          MPI_Irecv(&recvSize_, sizeof(uint64_t), MPI_BYTE, from, mpiTag, comm_, &size[0]));
+      std::vector<MPI_Request> size;
+      ZEN_RETURN_IF_ERROR(postRecvPieces(&recvSize_, sizeof(uint64_t), from, mpiTag, &size));
       ZEN_RETURN_IF_ERROR(waitPieces(size, "sendRecv (size)", from, sizeof(uint64_t)));
       const uint64_t incoming = recvSize_;
       received->resize(incoming);
-      std::vector<MPI_Request> requests(pieces(incoming));
-      for (size_t i = 0; i < requests.size(); ++i) {
-        ZEN_CHECK_MPI(MPI_Irecv(received->data() + i * maxChunkBytes_,
-                                roundBytes(incoming, i, maxChunkBytes_), MPI_BYTE, from, mpiTag,
-                                comm_, &requests[i]));
-      }
+      std::vector<MPI_Request> requests;
+      ZEN_RETURN_IF_ERROR(postRecvPieces(received->data(), incoming, from, mpiTag, &requests));
       ZEN_RETURN_IF_ERROR(waitPieces(requests, "sendRecv", from, incoming));
       countReceived(from, incoming);
     }
@@ -360,50 +340,27 @@ class MpiTransport final : public Transport {
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
       sizesOut_[p] = sends[p].size;
-      out.emplace_back();
-      ZEN_CHECK_MPI(
-          MPI_Isend(&sizesOut_[p], sizeof(uint64_t), MPI_BYTE, p, tag, comm_, &out.back()));
-      const auto* base = static_cast<const uint8_t*>(sends[p].data);
-      for (size_t i = 0; i < pieces(sends[p].size); ++i) {
-        out.emplace_back();
-        ZEN_CHECK_MPI(MPI_Isend(base + i * maxChunkBytes_,
-                                roundBytes(sends[p].size, i, maxChunkBytes_), MPI_BYTE, p, tag,
-                                comm_, &out.back()));
-      }
-      sizes.emplace_back();
-      ZEN_CHECK_MPI(
-          MPI_Irecv(&sizesIn_[p], sizeof(uint64_t), MPI_BYTE, p, tag, comm_, &sizes.back()));
+      ZEN_RETURN_IF_ERROR(postSendPieces(&sizesOut_[p], sizeof(uint64_t), p, tag, &out));
+      ZEN_RETURN_IF_ERROR(postSendPieces(sends[p].data, sends[p].size, p, tag, &out));
+      ZEN_RETURN_IF_ERROR(postRecvPieces(&sizesIn_[p], sizeof(uint64_t), p, tag, &sizes));
     }
     received->resize(n);
     const auto* own = static_cast<const uint8_t*>(sends[me].data);
     (*received)[me].assign(own, own + sends[me].size);
     ZEN_RETURN_IF_ERROR(withdrawOnFailure(sizes, wait(sizes, op, -1)));
     std::vector<MPI_Request> in;
-    std::vector<int> from;  // the peer of each receive in `in`
-    std::vector<size_t> piece;
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;
-      ByteVector& buffer = (*received)[p];
-      buffer.resize(sizesIn_[p]);
-      for (size_t i = 0; i < pieces(sizesIn_[p]); ++i) {
-        in.emplace_back();
-        from.push_back(p);
-        piece.push_back(i);
-        ZEN_CHECK_MPI(MPI_Irecv(buffer.data() + i * maxChunkBytes_,
-                                roundBytes(sizesIn_[p], i, maxChunkBytes_), MPI_BYTE, p, tag, comm_,
-                                &in.back()));
-      }
+      (*received)[p].resize(sizesIn_[p]);
+      ZEN_RETURN_IF_ERROR(postRecvPieces((*received)[p].data(), sizesIn_[p], p, tag, &in));
     }
     std::vector<MPI_Status> statuses(in.size());
     ZEN_RETURN_IF_ERROR(withdrawOnFailure(in, wait(in, op, -1, &statuses)));
-    for (size_t k = 0; k < in.size(); ++k) {
-      int got = 0;
-      MPI_Get_count(&statuses[k], MPI_BYTE, &got);
-      if (got != roundBytes(sizesIn_[from[k]], piece[k], maxChunkBytes_)) {
-        return ZEN_ERROR(StatusCode::kIoError,
-                         "{}: {}: rank {} sent a different size than the {} bytes it announced",
-                         who(), op, jobRank(from[k]), sizesIn_[from[k]]);
-      }
+    const MPI_Status* status = statuses.data();  // peer p's pieces follow the peers before it
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      ZEN_RETURN_IF_ERROR(checkPieces(status, op, p, sizesIn_[p]));
+      status += pieces(sizesIn_[p]);
     }
     ZEN_RETURN_IF_ERROR(wait(out, op, -1));
     for (int p = 0; p < n; ++p) {
@@ -464,7 +421,12 @@ class MpiTransport final : public Transport {
   Status waitPieces(std::vector<MPI_Request>& requests, const char* op, int peer, size_t bytes) {
     std::vector<MPI_Status> statuses(requests.size());
     ZEN_RETURN_IF_ERROR(withdrawOnFailure(requests, wait(requests, op, peer, &statuses)));
-    for (size_t i = 0; i < statuses.size(); ++i) {
+    return checkPieces(statuses.data(), op, peer, bytes);
+  }
+
+  // kIoError unless statuses[0, pieces(bytes)) received exactly the pieces of `bytes`.
+  Status checkPieces(const MPI_Status* statuses, const char* op, int peer, size_t bytes) {
+    for (size_t i = 0; i < pieces(bytes); ++i) {
       int got = 0;
       MPI_Get_count(&statuses[i], MPI_BYTE, &got);
       if (got != roundBytes(bytes, i, maxChunkBytes_)) {
@@ -472,6 +434,29 @@ class MpiTransport final : public Transport {
                          "{}: {}: rank {} sent a different size than the {} bytes expected", who(),
                          op, jobRank(peer), bytes);
       }
+    }
+    return Status::ok();
+  }
+
+  // Appends one MPI_Isend (MPI_Irecv) per maxChunkBytes_ piece of `bytes` at `data` to
+  // *requests; an empty message is one empty piece.
+  Status postSendPieces(
+      const void* data, size_t bytes, int peer, int tag, std::vector<MPI_Request>* requests) {
+    const auto* base = static_cast<const uint8_t*>(data);
+    for (size_t i = 0; i < pieces(bytes); ++i) {
+      requests->emplace_back();
+      ZEN_CHECK_MPI(MPI_Isend(base + i * maxChunkBytes_, roundBytes(bytes, i, maxChunkBytes_),
+                              MPI_BYTE, peer, tag, comm_, &requests->back()));
+    }
+    return Status::ok();
+  }
+  Status postRecvPieces(
+      void* data, size_t bytes, int peer, int tag, std::vector<MPI_Request>* requests) {
+    auto* base = static_cast<uint8_t*>(data);
+    for (size_t i = 0; i < pieces(bytes); ++i) {
+      requests->emplace_back();
+      ZEN_CHECK_MPI(MPI_Irecv(base + i * maxChunkBytes_, roundBytes(bytes, i, maxChunkBytes_),
+                              MPI_BYTE, peer, tag, comm_, &requests->back()));
     }
     return Status::ok();
   }

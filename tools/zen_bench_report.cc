@@ -70,11 +70,11 @@ std::vector<Row> reduceSamples(const BenchOptions& o,
         row.phases.emplace_back(first.phaseNames[i], seconds);
       }
       if (row.scheme == Scheme::kAuto) {
-        const double first = all.front()[k].autoChoice;
         const bool agreed = std::all_of(all.begin(), all.end(), [&](const std::vector<Sample>& r) {
-          return r[k].autoChoice == first;
+          return r[k].autoChoice == first.autoChoice;
         });
-        row.autoChoice = agreed ? static_cast<Scheme>(static_cast<int>(first)) : Scheme::kAuto;
+        row.autoChoice =
+            agreed ? static_cast<Scheme>(static_cast<int>(first.autoChoice)) : Scheme::kAuto;
       }
       row.algbw = size / row.seconds / 1e9;
       row.busbw = row.algbw * factor;

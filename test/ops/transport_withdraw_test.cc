@@ -16,11 +16,15 @@
 namespace zen::ops::testing {
 namespace {
 
+RankOptions halfSecondTimeout() {
+  RankOptions options;
+  options.timeoutSeconds = 0.5;
+  return options;
+}
+
 // Only rank 0 enters the barrier: it times out within the bound, and the transport refuses
 // later calls.
 TEST_P(TransportTest, CollectiveWithAMissingRankTimesOut) {
-  RankOptions options;
-  options.timeoutSeconds = 0.5;
   run(
       [&](Transport& t) {
         if (t.size() < 2 || t.rank() != 0) return;
@@ -31,7 +35,7 @@ TEST_P(TransportTest, CollectiveWithAMissingRankTimesOut) {
         float v = 1;
         EXPECT_EQ(t.allreduce(&v, 1, DataType::kFloat32).code(), StatusCode::kAborted);
       },
-      options);
+      halfSecondTimeout());
 }
 
 // The same for the v-collectives (pairwise sends under MPI): rank 0's wait is bounded and the
@@ -51,12 +55,6 @@ std::function<void(Transport&)> loneVCollective(bool gather) {
         << s.toString();
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   };
-}
-
-RankOptions halfSecondTimeout() {
-  RankOptions options;
-  options.timeoutSeconds = 0.5;
-  return options;
 }
 
 TEST_P(TransportTest, AnAlltoallvWithAMissingRankTimesOut) {
