@@ -173,10 +173,15 @@ TEST(MpiRuntime, ShutdownByOneRankStopsAll) {
   }
   std::vector<float> x(4, 1.0f);
   auto h = rt->enqueue(TensorOp::allreduce("x.only.here", denseView(x, {4}), denseView(x, {4})));
-  ASSERT_TRUE(h.isOk());
+  const std::string cause = fmt::format("shut down by rank {} at user request", rt->size() - 1);
+  if (!h.isOk()) {
+    // The last rank's shutdown reached this rank before its enqueue (a TSan CI run saw it):
+    // the enqueue is refused with the same cause.
+    EXPECT_NE(h.status().message().find(cause), std::string::npos) << h.status().toString();
+    return;
+  }
   const Status s = waitFor(h.value());
-  EXPECT_EQ(s.message(),
-            fmt::format("zen shut down: shut down by rank {} at user request", rt->size() - 1));
+  EXPECT_EQ(s.message(), "zen shut down: " + cause);
 }
 
 // --dead-peer=R: steps until rank R kills itself, then every other rank waits on a pending
