@@ -288,7 +288,7 @@ Status CpuExecutor::sparse(const Response& r,
   if (autoScheme) ZEN_RETURN_IF_ERROR(autoScheme_.record(autoKey, stats, *transport_));
 
   start = Clock::now();
-  SparseBucket::split(r, entries, sparseResult_.sparse);
+  SparseBucket::split(r, entries, sparseResult_.sparse, pool_.get());
   addPhase(report, "UNFUSE", start, Clock::now());
   return Status::ok();
 }

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/fixed_size.h"
+
 namespace zen::ops {
 
 SparseView SparseBucket::fuse(const Response& response,
@@ -53,9 +55,40 @@ SparseView SparseBucket::fuse(const Response& response,
   return fused;
 }
 
+namespace {
+
+// A dense output is written in pieces of about this size, one task each: zeroing a large
+// tensor (a top-k compressed layer's) is bandwidth that one core does not saturate.
+constexpr size_t kPieceBytes = size_t{1} << 20;
+
+// Rows [begin, end) of a dense output: zeros, then those of the result's `count` rows (bucket
+// indices ascending, `offset` the tensor's first; values back to back) that fall among them.
+void writeDenseRows(std::byte* dense,
+                    int64_t begin,
+                    int64_t end,
+                    const int64_t* indices,
+                    int64_t offset,
+                    const std::byte* values,
+                    size_t count,
+                    size_t rowBytes) {
+  std::memset(dense + static_cast<size_t>(begin) * rowBytes, 0,
+              static_cast<size_t>(end - begin) * rowBytes);
+  const int64_t* first = std::lower_bound(indices, indices + count, offset + begin);
+  const int64_t* last = std::lower_bound(first, indices + count, offset + end);
+  const std::byte* row = values + static_cast<size_t>(first - indices) * rowBytes;
+  withRowBytes(rowBytes, [&](auto bytes) {
+    for (const int64_t* k = first; k != last; ++k, row += bytes) {
+      std::memcpy(dense + static_cast<size_t>(*k - offset) * bytes, row, bytes);
+    }
+  });
+}
+
+}  // namespace
+
 void SparseBucket::split(const Response& response,
                          const std::vector<TensorEntry*>& entries,
-                         const SparseTensor& result) {
+                         const SparseTensor& result,
+                         ThreadPool* pool) {
   const size_t rowBytes = result.rowBytes();
   for (size_t i = 0; i < entries.size(); ++i) {
     TensorEntry* e = entries[i];
@@ -69,10 +102,21 @@ void SparseBucket::split(const Response& response,
     const std::byte* values = result.values.data() + begin * rowBytes;
     if (e->output.data != nullptr) {
       auto* dense = static_cast<std::byte*>(e->output.data);
-      std::memset(dense, 0, static_cast<size_t>(rows) * rowBytes);
-      for (size_t k = 0; k < count; ++k) {
-        std::memcpy(dense + static_cast<size_t>(first[k] - offset) * rowBytes,
-                    values + k * rowBytes, rowBytes);
+      const int64_t pieces =
+          pool == nullptr
+              ? 1
+              : std::clamp<int64_t>(
+                    static_cast<int64_t>(static_cast<size_t>(rows) * rowBytes / kPieceBytes), 1,
+                    pool->size());
+      const int64_t perPiece = (rows + pieces - 1) / pieces;
+      const auto writePiece = [&](int64_t p) {
+        writeDenseRows(dense, p * perPiece, std::min(rows, (p + 1) * perPiece),
+                       result.indices.data() + begin, offset, values, count, rowBytes);
+      };
+      if (pieces == 1) {
+        writePiece(0);
+      } else {
+        pool->parallelFor(pieces, writePiece);
       }
       continue;
     }

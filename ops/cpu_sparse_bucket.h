@@ -12,6 +12,7 @@
 #include "core/message.h"
 #include "core/tensor.h"
 #include "core/tensor_queue.h"
+#include "core/thread_pool.h"
 
 namespace zen::ops {
 
@@ -27,10 +28,12 @@ class SparseBucket {
                   std::string* badIndex);
 
   // Splits the coalesced result (indices ascending, over totalRows) into each present
-  // entry's output: its dense output view, or the handle's SparseTensor.
+  // entry's output: its dense output view (large ones in pieces on `pool`, when given), or the
+  // handle's SparseTensor.
   static void split(const Response& response,
                     const std::vector<TensorEntry*>& entries,
-                    const SparseTensor& result);
+                    const SparseTensor& result,
+                    ThreadPool* pool = nullptr);
 
  private:
   std::vector<int64_t> indices_;
