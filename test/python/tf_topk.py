@@ -115,6 +115,50 @@ def topk_selects_largest():
 
 
 @check
+def topk_sampled_threshold_is_exact():
+    """Above topk_sample_plan's size the k largest magnitudes are found among those at or
+    above a sampled threshold: the same magnitudes as tf.math.top_k of all of them (ties may
+    pick other indices of equal magnitude) for random, tied, zero, skewed and infinite inputs,
+    eagerly and in a tf.function, also when the threshold leaves fewer than k (forced: the
+    whole tensor's top_k). (tf.math.top_k's order of NaNs is not defined: none here.)"""
+    import zen.tensorflow.topk as topk_module
+    n = 1 << 20
+    rng = np.random.default_rng(100 + hvd.rank())
+    skewed = np.zeros(n, np.float32)
+    skewed[:n // 64] = rng.random(n // 64) + 1  # the large ones all in one block
+    with_inf = rng.standard_normal(n).astype(np.float32)
+    with_inf[3] = np.inf
+    inputs = {"normal": rng.standard_normal(n).astype(np.float32),
+              "tied": rng.integers(0, 3, n).astype(np.float32),
+              "zeros": np.zeros(n, np.float32), "skewed": skewed, "inf": with_inf,
+              "float64": rng.standard_normal(n)}
+    plan = topk_module.topk_sample_plan
+    for forced in (False, True):
+        if forced:  # the sample's largest as threshold: fewer than k reach it
+            topk_module.topk_sample_plan = lambda numel, k: (plan(numel, k)[0], 1)
+        try:
+            for ratio in (0.005, 0.02, 0.1):
+                k = round(n * ratio)
+                assert plan(n, k) is not None, (n, k)
+                traced = tf.function(lambda m, k=k: topk_module._largest(m, k))
+                for name, values in inputs.items():
+                    magnitudes = tf.abs(tf.constant(values))
+                    want = np.sort(tf.math.top_k(magnitudes, k).values.numpy())
+                    for how, largest_of in (("eager", lambda m: topk_module._largest(m, k)),
+                                            ("tf.function", traced)):
+                        chosen = largest_of(magnitudes).numpy()
+                        what = "%s at %g, %s%s" % (name, ratio, how,
+                                                   " (forced)" if forced else "")
+                        assert chosen.dtype == np.int64, what
+                        assert len(set(chosen.tolist())) == k == len(chosen), what
+                        got = np.sort(np.abs(values)[chosen])
+                        assert np.array_equal(got, want), what
+        finally:
+            topk_module.topk_sample_plan = plan
+    assert topk_module.topk_sample_plan(4096, 40) is None  # small: top_k of all
+
+
+@check
 def topk_keras_ratio_one_is_dense():
     """Keras DistributedOptimizer with topk(1.0) (everything sent) and with plain SGD
     momentum against topk's momentum correction (no masking): the same variables as the

@@ -177,6 +177,50 @@ def topk_selects_largest_on_its_own():
     assert compression.compress(small, "small") == (small, None)
 
 
+@check
+def topk_sampled_threshold_is_exact():
+    """Above topk_sample_plan's size the k largest magnitudes are found among those at or
+    above a sampled threshold: the same magnitudes as torch.topk of all of them (ties may pick
+    other indices of equal magnitude) for random, tied, zero, skewed and non-finite inputs,
+    also when the threshold leaves fewer than k (forced: the whole tensor's top-k); the global
+    random generator is left as it was."""
+    import zen.torch.topk as topk_module
+    n = 1 << 20
+    g = torch.Generator().manual_seed(100 + hvd.rank())
+    skewed = torch.zeros(n)
+    skewed[:n // 64] = torch.rand(n // 64, generator=g) + 1  # the large ones all in one block
+    with_nan = torch.randn(n, generator=g)
+    with_nan[[7, n - 1]] = float("nan")
+    with_inf = torch.randn(n, generator=g)
+    with_inf[3] = float("inf")
+    inputs = {"normal": torch.randn(n, generator=g),
+              "tied": torch.randint(0, 3, (n,), generator=g).float(),
+              "zeros": torch.zeros(n), "skewed": skewed, "nan": with_nan, "inf": with_inf,
+              "float64": torch.randn(n, generator=g, dtype=torch.float64)}
+    compression = hvd.Compression.topk(0.01)
+    plan = topk_module.topk_sample_plan
+    state = torch.get_rng_state()
+    for forced in (False, True):
+        if forced:  # the sample's largest as threshold: fewer than k reach it
+            topk_module.topk_sample_plan = lambda numel, k: (plan(numel, k)[0], 1)
+        try:
+            for ratio in (0.005, 0.02, 0.1):
+                k = round(n * ratio)
+                assert plan(n, k) is not None, (n, k)
+                for name, values in inputs.items():
+                    magnitudes = values.abs()
+                    chosen = compression._largest(magnitudes, k)
+                    what = "%s at %g%s" % (name, ratio, " (forced)" if forced else "")
+                    assert chosen.numel() == k and chosen.unique().numel() == k, what
+                    want = torch.topk(magnitudes, k).values
+                    got = magnitudes[chosen].sort(descending=True).values
+                    assert torch.equal(got.nan_to_num(-1), want.nan_to_num(-1)), what
+        finally:
+            topk_module.topk_sample_plan = plan
+    assert torch.equal(torch.get_rng_state(), state), "the global generator moved"
+    assert topk_module.topk_sample_plan(4096, 40) is None  # small: torch.topk of all
+
+
 class Regression(torch.nn.Module):
     def __init__(self):
         super().__init__()

@@ -4,7 +4,8 @@
 
 Per gradient (keyed by its allreduce name, stable across steps) and step: u = momentum * u + g
 (momentum correction; u = g without), v = v + u, the k = ceil(ratio * numel) elements of v
-largest in magnitude (tf.math.top_k of |v|, flattened) travel as a 1-D tf.IndexedSlices
+largest in magnitude (flattened; exactly those of tf.math.top_k of |v|, found among the
+elements at or above a sampled threshold as in zen.torch.topk) travel as a 1-D tf.IndexedSlices
 through the sparse allreduce, and are cleared from v (and from u: momentum factor masking).
 The residual v and the momentum u are tf.Variables on this object, created in an init_scope
 on first use (so inside a traced train step too); they are not the optimizer's variables
@@ -16,7 +17,7 @@ a tf.function they are no-ops). Tensors below min_size elements go dense.
 
 import tensorflow as tf
 
-from zen.common.compression import TopKCompressorBase, topk_count
+from zen.common.compression import TopKCompressorBase, topk_count, topk_sample_plan
 from zen.tensorflow.aggregation import graph_key, state_variable
 
 __all__ = ["TopKCompressor"]
@@ -61,8 +62,7 @@ class TopKCompressor(TopKCompressorBase):
         with tf.control_dependencies([residual.assign_add(update)]):
             accumulated = residual.read_value()
         numel = tensor.shape.num_elements()
-        _, indices = tf.math.top_k(tf.abs(accumulated), topk_count(numel, self.ratio),
-                                   sorted=False)
+        indices = _largest(tf.abs(accumulated), topk_count(numel, self.ratio))
         values = tf.gather(accumulated, indices)
         sent = tf.expand_dims(indices, 1)
         zeros = tf.zeros(tf.shape(values), values.dtype)
@@ -72,8 +72,7 @@ class TopKCompressor(TopKCompressorBase):
                 cleared.append(momentum.scatter_nd_update(sent, zeros))
         with tf.control_dependencies(cleared):  # sending them clears them
             values, indices = tf.identity(values), tf.identity(indices)
-        slices = tf.IndexedSlices(values, tf.cast(indices, tf.int64),
-                                  tf.constant([numel], tf.int64))
+        slices = tf.IndexedSlices(values, indices, tf.constant([numel], tf.int64))
         return slices, tensor.shape
 
     @staticmethod
@@ -104,6 +103,31 @@ class TopKCompressor(TopKCompressorBase):
                              % (key, state.dtype.name, state.shape, flat.dtype.name,
                                 flat.shape))
         return state
+
+
+def _largest(magnitudes, k):
+    """int64 indices of the k largest of 1-D magnitudes, through a sampled threshold where
+    that is cheaper (zen.common.compression's topk_sample_plan). The sample's positions are
+    fixed per size (a stateless draw: no random state to keep, the same in a graph and
+    eagerly); a NaN is a candidate, as top_k of all would see it."""
+    numel = magnitudes.shape.num_elements()
+    plan = topk_sample_plan(numel, k)
+    if plan is None:
+        return tf.cast(tf.math.top_k(magnitudes, k, sorted=False).indices, tf.int64)
+    m, r = plan
+    positions = tf.random.stateless_uniform([m], [0x5A3D, numel], 0, numel, dtype=tf.int64)
+    sample = tf.gather(magnitudes, positions)
+    threshold = tf.reduce_min(tf.math.top_k(sample, r, sorted=False).values)
+    candidates = tf.reshape(tf.where(tf.logical_not(magnitudes < threshold)), [-1])
+
+    def among_candidates():
+        chosen = tf.math.top_k(tf.gather(magnitudes, candidates), k, sorted=False).indices
+        return tf.gather(candidates, chosen)
+
+    def of_all():  # fewer than k reached the threshold (about 3 calls in 10^5)
+        return tf.cast(tf.math.top_k(magnitudes, k, sorted=False).indices, tf.int64)
+
+    return tf.cond(tf.size(candidates, out_type=tf.int64) >= k, among_candidates, of_all)
 
 
 def _scoped(key):

@@ -5,8 +5,10 @@ Per gradient (keyed by its parameter) and step, on each rank:
   u = momentum * u + g                      (momentum correction; without momentum, u = g)
   v = v + u                                 (error feedback: the residual v keeps what was
                                              not sent, so nothing is dropped, only delayed)
-  send the k = ceil(ratio * numel) elements of v largest in magnitude (torch.topk of |v|,
-  flattened) as a 1-D sparse COO tensor: (index, value) pairs through the sparse allreduce
+  send the k = ceil(ratio * numel) elements of v largest in magnitude (flattened; exactly
+  those of torch.topk of |v|, found among the elements at or above a sampled threshold:
+  zen.common.compression's topk_sample_plan) as a 1-D sparse COO tensor: (index, value)
+  pairs through the sparse allreduce
   v[sent] = 0, and u[sent] = 0 (momentum factor masking, on by default)
 Every rank's pairs are summed by Zen's sparse allreduce (op=Average divides by size), and the
 result comes back dense in the gradient's shape. Bytes on the wire per rank and step: k
@@ -16,16 +18,14 @@ u is sent whole (then dense momentum SGD is exactly what happens), without, the 
 
 Not implemented (DGC's other parts): warm-up of the ratio (construct a new compressor per
 phase instead, or start with ratio=1.0), local gradient clipping before the accumulation
-(clip after opt.synchronize() instead, on the averaged gradient), Nesterov momentum, a
-sampled threshold for huge tensors (exact torch.topk always: on one CPU thread it takes
-about 23 ms per million elements, a sampled threshold 6 ms but an approximate k), and weight
+(clip after opt.synchronize() instead, on the averaged gradient), Nesterov momentum, and weight
 decay before the compression (the wrapped optimizer's weight decay acts on the averaged
 gradient). The residual and momentum live in the gradient's dtype and device.
 """
 
 import torch
 
-from zen.common.compression import TopKCompressorBase, topk_count
+from zen.common.compression import TopKCompressorBase, topk_count, topk_sample_plan
 
 __all__ = ["TopKCompressor"]
 
@@ -46,6 +46,10 @@ class TopKCompressor(TopKCompressorBase):
     sparse_allreduce(..., dense=True)) or, below min_size, a dense one (allreduce); then
     decompress(result, ctx). hvd.allreduce(t, compression=topk) raises: it has no key.
     """
+
+    def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True):
+        super().__init__(ratio, min_size, momentum, momentum_masking)
+        self._generators = {}  # device -> the samples' generator
 
     def compresses(self, tensor):
         """Whether tensor travels sparse (floating point, dense, at least min_size elements)."""
@@ -72,14 +76,36 @@ class TopKCompressor(TopKCompressorBase):
             return update.clone().view(tensor.shape), tuple(tensor.shape)
         residual = self._state(self._residuals, key, flat)
         residual.add_(update)
-        _, indices = torch.topk(residual.abs(), topk_count(flat.numel(), self.ratio),
-                                sorted=False)
+        indices = self._largest(residual.abs(), topk_count(flat.numel(), self.ratio))
         values = residual[indices]
         residual.index_fill_(0, indices, 0)
         if self.momentum and self.momentum_masking:
             update.index_fill_(0, indices, 0)
         sparse = torch.sparse_coo_tensor(indices.view(1, -1), values, (flat.numel(),))
         return sparse, tuple(tensor.shape)
+
+    def _largest(self, magnitudes, k):
+        """Indices of the k largest magnitudes (a NaN counts as largest, as in torch.topk),
+        through a sampled threshold where that is cheaper (topk_sample_plan)."""
+        plan = topk_sample_plan(magnitudes.numel(), k)
+        if plan is not None:
+            m, r = plan
+            sample = magnitudes[torch.randint(magnitudes.numel(), (m,), device=magnitudes.device,
+                                              generator=self._generator(magnitudes.device))]
+            threshold = torch.topk(sample, r, sorted=False).values.min()
+            # not (< threshold): a NaN is a candidate, and a NaN threshold takes them all.
+            candidates = (magnitudes < threshold).logical_not_().nonzero().view(-1)
+            if candidates.numel() >= k:
+                return candidates[torch.topk(magnitudes[candidates], k, sorted=False).indices]
+        return torch.topk(magnitudes, k, sorted=False).indices
+
+    def _generator(self, device):
+        """This compressor's own random numbers for the samples (the global generator, which
+        the training's dropout and shuffling draw from, is left alone)."""
+        if device not in self._generators:
+            self._generators[device] = torch.Generator(device=device)
+            self._generators[device].manual_seed(0x5A3D)
+        return self._generators[device]
 
     @staticmethod
     def decompress(tensor, ctx):
