@@ -26,13 +26,14 @@ def step_grads(rank, step, passes=1):
 
 def dgc_reference(size, steps, ratio, passes=1, momentum=0.0, masking=True):
     """DGC of W over every rank: (W's averaged update per step, every rank's final residual,
-    flattened)."""
+    flattened). ratio: one for every step, or a list of one per step (DGC's warm-up)."""
     numel = SHAPE[0] * SHAPE[1]
-    k = min(numel, max(1, round(numel * ratio)))
+    ratios = ratio if isinstance(ratio, list) else [ratio] * steps
     residuals = [np.zeros(numel) for _ in range(size)]
     momenta = [np.zeros(numel) for _ in range(size)]
     updates = []
     for step in range(steps):
+        k = min(numel, max(1, round(numel * ratios[step])))
         total = np.zeros(numel)
         for r in range(size):
             momenta[r] = momentum * momenta[r] + step_grads(r, step, passes)[0].reshape(-1)

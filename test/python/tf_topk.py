@@ -33,13 +33,16 @@ def assert_close(got, want, what, tol=TOL):
     assert diff <= tol, "%s differs by %g" % (what, diff)
 
 
-def tape_updates(compression, steps, passes=1):
+def tape_updates(compression, steps, passes=1, ratios=None):
     """W's and b's gradients through DistributedGradientTape per step (passes summed
-    locally first), with this rank's closed-form gradients."""
+    locally first), with this rank's closed-form gradients; ratios: compression.ratio set
+    before each step."""
     w = tf.Variable(tf.zeros(SHAPE, tf.float64))
     b = tf.Variable(tf.zeros(BIAS, tf.float64))
     updates = []
     for step in range(steps):
+        if ratios is not None:
+            compression.ratio = ratios[step]
         g, h = step_grads(hvd.rank(), step, passes)
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(w * g) + tf.reduce_sum(b * h)
@@ -85,6 +88,37 @@ def topk_tape_matches_reference_and_conserves():
 
 
 @check
+def topk_ratio_set_between_steps():
+    """DGC's warm-up: ratio set between DistributedGradientTape steps sends the new k from
+    that step on and keeps the residual (W's updates and residual are DGC's with the same
+    ratios); a tf.function traced before the change fails its next call naming the retrace,
+    and one traced anew sends the new k; a TensorFlow 1 graph's compressor refuses a change."""
+    size, steps = hvd.size(), 6
+    ratios = [0.25, 0.25, 0.05, 0.05, 0.01, 0.01]
+    compression = hvd.Compression.topk(ratios[0], min_size=MIN_SIZE)
+    updates = tape_updates(compression, steps, ratios=ratios)
+    want, want_residuals = dgc_reference(size, steps, ratios)
+    for step, ((uw, _), ref) in enumerate(zip(updates, want)):
+        assert_close(uw, ref, "W's update of step %d (ratio %g)" % (step, ratios[step]))
+    residual = compression.residual("DistributedGradientTape.0")
+    assert_close(residual.numpy(), want_residuals[hvd.rank()], "the residual")
+    expect_raises(ValueError, lambda: setattr(compression, "ratio", 0), "ratio")
+    assert compression.ratio == 0.01
+    x = tf.ones([1000], tf.float64)
+    traced = tf.function(lambda t: compression.compress(t, "traced")[0].values)
+    assert traced(x).shape == [10]
+    compression.ratio = 0.5
+    expect_raises(tf.errors.InvalidArgumentError, lambda: traced(x), "trace it again")
+    retraced = tf.function(lambda t: compression.compress(t, "traced")[0].values)
+    assert retraced(x).shape == [500]
+    graph_compression = hvd.Compression.topk(0.1, min_size=MIN_SIZE)
+    with tf.Graph().as_default():
+        graph_compression.compress(tf.ones([1000], tf.float64), "graph")
+    expect_raises(ValueError, lambda: setattr(graph_compression, "ratio", 0.5), "TensorFlow 1")
+    assert graph_compression.ratio == 0.1
+
+
+@check
 def topk_tape_momentum_correction():
     size, steps, ratio = hvd.size(), 4, 0.05
     updates = tape_updates(hvd.Compression.topk(ratio, min_size=MIN_SIZE, momentum=0.9), steps)
@@ -120,7 +154,8 @@ def topk_sampled_threshold_is_exact():
     above a sampled threshold: the same magnitudes as tf.math.top_k of all of them (ties may
     pick other indices of equal magnitude) for random, tied, zero, skewed and infinite inputs,
     eagerly and in a tf.function, also when the threshold leaves fewer than k (forced: the
-    whole tensor's top_k). (tf.math.top_k's order of NaNs is not defined: none here.)"""
+    whole tensor's top_k); NaNs count as largest (tf.math.top_k alone places them anywhere:
+    the reference ranks them as infinities)."""
     import zen.tensorflow.topk as topk_module
     n = 1 << 20
     rng = np.random.default_rng(100 + hvd.rank())
@@ -128,7 +163,9 @@ def topk_sampled_threshold_is_exact():
     skewed[:n // 64] = rng.random(n // 64) + 1  # the large ones all in one block
     with_inf = rng.standard_normal(n).astype(np.float32)
     with_inf[3] = np.inf
-    inputs = {"normal": rng.standard_normal(n).astype(np.float32),
+    with_nan = rng.standard_normal(n).astype(np.float32)
+    with_nan[[7, n - 1]] = np.nan
+    inputs = {"nan": with_nan, "normal": rng.standard_normal(n).astype(np.float32),
               "tied": rng.integers(0, 3, n).astype(np.float32),
               "zeros": np.zeros(n, np.float32), "skewed": skewed, "inf": with_inf,
               "float64": rng.standard_normal(n)}
@@ -143,7 +180,8 @@ def topk_sampled_threshold_is_exact():
                 traced = tf.function(lambda m, k=k: topk_module._largest(m, k))
                 for name, values in inputs.items():
                     magnitudes = tf.abs(tf.constant(values))
-                    want = np.sort(tf.math.top_k(magnitudes, k).values.numpy())
+                    ranked = np.nan_to_num(np.abs(values), nan=np.inf, posinf=np.inf)
+                    want = np.sort(tf.math.top_k(ranked, k).values.numpy())
                     for how, largest_of in (("eager", lambda m: topk_module._largest(m, k)),
                                             ("tf.function", traced)):
                         chosen = largest_of(magnitudes).numpy()
@@ -151,7 +189,7 @@ def topk_sampled_threshold_is_exact():
                                                    " (forced)" if forced else "")
                         assert chosen.dtype == np.int64, what
                         assert len(set(chosen.tolist())) == k == len(chosen), what
-                        got = np.sort(np.abs(values)[chosen])
+                        got = np.sort(ranked[chosen])
                         assert np.array_equal(got, want), what
         finally:
             topk_module.topk_sample_plan = plan

@@ -31,9 +31,10 @@ def t(array):
     return torch.from_numpy(np.ascontiguousarray(array))
 
 
-def train(compression, steps, passes=1, lr=0.0, momentum=0.0):
+def train(compression, steps, passes=1, lr=0.0, momentum=0.0, ratios=None):
     """W and b under DistributedOptimizer(SGD(lr, momentum)) for steps, with this rank's
-    gradients: (W's and b's synchronized gradient per step, W, b)."""
+    gradients: (W's and b's synchronized gradient per step, W, b). ratios: compression.ratio
+    set before each step."""
     w = torch.nn.Parameter(torch.zeros(SHAPE, dtype=torch.float64))
     b = torch.nn.Parameter(torch.zeros(BIAS, dtype=torch.float64))
     opt = hvd.DistributedOptimizer(torch.optim.SGD([w, b], lr=lr, momentum=momentum),
@@ -41,6 +42,8 @@ def train(compression, steps, passes=1, lr=0.0, momentum=0.0):
                                    compression=compression, backward_passes_per_step=passes)
     updates = []
     for step in range(steps):
+        if ratios is not None:
+            compression.ratio = ratios[step]
         opt.zero_grad()
         for k in range(passes):
             g, h = (t(x) for x in grads(hvd.rank(), step, k))
@@ -112,6 +115,29 @@ def topk_conserves_gradients():
 @check
 def topk_conserves_gradients_two_passes():
     conservation(passes=2)
+
+
+@check
+def topk_ratio_set_between_steps():
+    """DGC's warm-up: ratio set between steps sends the new k from that step on and keeps the
+    residual, so W's updates are DGC's with the same ratios (dgc_reference) and the updates and
+    the residuals still sum to the gradients; a bad ratio raises and changes nothing."""
+    size, steps = hvd.size(), 6
+    ratios = [0.25, 0.25, 0.05, 0.05, 0.01, 0.01]
+    compression = hvd.Compression.topk(ratios[0], min_size=MIN_SIZE)
+    updates, w, _ = train(compression, steps, ratios=ratios)
+    want_updates, want_residuals = dgc_reference(size, steps, ratios)
+    for step, ((uw, _), want) in enumerate(zip(updates, want_updates)):
+        assert_close(uw, want, "W's update of step %d (ratio %g)" % (step, ratios[step]))
+    assert_close(compression.residual(w), want_residuals[hvd.rank()], "the residual")
+    residuals = hvd.allreduce(compression.residual(w), op=hvd.Sum, name="topk.warmup.residuals")
+    total = sum(step_grads(r, s)[0] for r in range(size) for s in range(steps))
+    sent = size * sum(uw for uw, _ in updates)
+    assert_close(sent + residuals.view(SHAPE), total, "sent + residuals against the gradients",
+                 1e-10)
+    for bad in (0, 1.5, None, True):
+        expect_raises(ValueError, lambda: setattr(compression, "ratio", bad), "ratio")
+    assert compression.ratio == 0.01
 
 
 @check

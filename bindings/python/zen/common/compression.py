@@ -60,11 +60,16 @@ class FP16CompressorBase(Compressor):
         return tensor
 
 
-def check_topk_args(ratio, min_size, momentum):
-    """ValueError for a top-k compressor's bad arguments (on every rank: they are local)."""
+def check_topk_ratio(ratio):
+    """ValueError for a top-k compressor's bad ratio (on every rank: it is local)."""
     if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio <= 1:
         raise ValueError("Compression.topk: ratio must be in (0, 1], the fraction of each "
                          "gradient's elements sent per step; got %r" % (ratio,))
+
+
+def check_topk_args(ratio, min_size, momentum):
+    """ValueError for a top-k compressor's bad arguments (on every rank: they are local)."""
+    check_topk_ratio(ratio)
     if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 1:
         raise ValueError("Compression.topk: min_size must be a positive int (tensors with "
                          "fewer elements go dense); got %r" % (min_size,))
@@ -76,16 +81,28 @@ def check_topk_args(ratio, min_size, momentum):
 class TopKCompressorBase(Compressor):
     """A top-k compressor's arguments and per-key state (zen.torch.topk and
     zen.tensorflow.topk: the residual and momentum dicts hold the framework's tensors, keyed
-    by parameter or by allreduce name); the subclass compresses."""
+    by parameter or by allreduce name); the subclass compresses. ratio may be set between
+    steps (DGC's warm-up: e.g. 0.25, 0.0625, 0.0156, 0.004, then 0.001 over the first
+    epochs); the residuals stay, so what was not sent yet is still sent later."""
 
     def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True):
         check_topk_args(ratio, min_size, momentum)
-        self.ratio = float(ratio)
+        self._ratio = float(ratio)
         self.min_size = min_size
         self.momentum = float(momentum)
         self.momentum_masking = bool(momentum_masking)
         self._residuals = {}
         self._momenta = {}
+
+    @property
+    def ratio(self):
+        """The fraction of each compressed gradient's elements sent per step."""
+        return self._ratio
+
+    @ratio.setter
+    def ratio(self, ratio):
+        check_topk_ratio(ratio)
+        self._ratio = float(ratio)
 
     def __repr__(self):
         return ("Compression.topk(ratio=%g, min_size=%d, momentum=%g, momentum_masking=%s)"

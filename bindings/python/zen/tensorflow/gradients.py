@@ -78,7 +78,8 @@ def make_allreduce_grads_fn(prefix, op=Average, compression=Compression.none,
     if key in _cache:
         return _cache[key]
 
-    def allreduce_grads(grads):
+    def allreduce_grads(grads, ratio=None):  # ratio: Compression.topk's, traced anew on a change
+        del ratio
         names = group_prefix(prefix)
         return [_reduce_one(g, "%s.%d" % (names, i), op, compression, sparse_as_dense,
                             gradient_predivide_factor, process_set)
@@ -93,7 +94,7 @@ def make_allreduce_grads_fn(prefix, op=Average, compression=Compression.none,
         if process_sets.set_size(process_set) == 1 and op in (Average, Sum, Adasum):
             return grads
         if tf.executing_eagerly():
-            return compiled(grads)
+            return compiled(grads, getattr(compression, "ratio", None))
         return allreduce_grads(grads)
 
     _cache[key] = run

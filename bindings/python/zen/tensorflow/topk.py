@@ -13,6 +13,13 @@ on first use (so inside a traced train step too); they are not the optimizer's v
 aggregation's state: not broadcast with the global ones), one set per graph, and the reads
 and writes are ordered by explicit control dependencies, which a graph lacks (eagerly and in
 a tf.function they are no-ops). Tensors below min_size elements go dense.
+
+ratio may be set between steps (DGC's warm-up). k is fixed where a tf.function traces the
+compressor, so a traced function checks, each call, that the ratio is still the one it was
+traced with (a scalar variable the setter assigns) and fails the step naming the retrace it
+needs otherwise, rather than ignoring the change; the function DistributedGradientTape (and
+an eager DistributedOptimizer) runs is traced anew when the ratio changes (gradients.py). Once a TensorFlow 1 graph has built the compressor, setting ratio raises
+ValueError (that graph's k is fixed, and the variable lives in its session).
 """
 
 import tensorflow as tf
@@ -30,6 +37,33 @@ class TopKCompressor(TopKCompressorBase):
     error feedback; tf.IndexedSlices gradients take Zen's sparse path unchanged. momentum > 0
     is DGC's momentum correction: the wrapped optimizer must then have no momentum of its own.
     hvd.allreduce(t, compression=topk) raises ValueError: it has no key for the residual."""
+
+    def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True):
+        super().__init__(ratio, min_size, momentum, momentum_masking)
+        self._in_tf1_graph = False  # built into a TensorFlow 1 graph: its k is fixed
+        self._ratio_variable = None  # the ratio traced functions check theirs against
+
+    @TopKCompressorBase.ratio.setter
+    def ratio(self, ratio):
+        if self._in_tf1_graph:
+            raise ValueError("Compression.topk: the ratio cannot change once a TensorFlow 1 "
+                             "graph has built this compressor (its k is fixed there; a new "
+                             "compressor would start from empty residuals)")
+        TopKCompressorBase.ratio.fset(self, ratio)
+        if self._ratio_variable is not None:
+            self._ratio_variable.assign(self.ratio)
+
+    def _ratio_check(self):
+        """In a tf.function: an op failing the call when ratio is no longer the one traced."""
+        if self._ratio_variable is None:
+            ratio = self.ratio
+            self._ratio_variable = state_variable(lambda: tf.constant(ratio, tf.float64),
+                                                  "zen_topk_ratio")
+        return tf.debugging.assert_equal(
+            self._ratio_variable, tf.constant(self.ratio, tf.float64),
+            message="Compression.topk: ratio was set after this tf.function was traced, and "
+                    "its k is fixed there: trace it again (Keras: "
+                    "model.make_train_function(force=True)); the ratio now, the traced one")
 
     def compresses(self, tensor):
         """Whether tensor travels sparse (floating point, at least min_size elements)."""
@@ -58,8 +92,13 @@ class TopKCompressor(TopKCompressorBase):
             if self.momentum:
                 return tf.reshape(update, tf.shape(tensor)), tensor.shape
             return tensor, None
+        checks = []
+        if graph_key() is not None:
+            self._in_tf1_graph = True
+        elif not tf.executing_eagerly():
+            checks.append(self._ratio_check())
         residual = self._state(self._residuals, key, flat)
-        with tf.control_dependencies([residual.assign_add(update)]):
+        with tf.control_dependencies([residual.assign_add(update)] + checks):
             accumulated = residual.read_value()
         numel = tensor.shape.num_elements()
         indices = _largest(tf.abs(accumulated), topk_count(numel, self.ratio))
@@ -109,25 +148,42 @@ def _largest(magnitudes, k):
     """int64 indices of the k largest of 1-D magnitudes, through a sampled threshold where
     that is cheaper (zen.common.compression's topk_sample_plan). The sample's positions are
     fixed per size (a stateless draw: no random state to keep, the same in a graph and
-    eagerly); a NaN is a candidate, as top_k of all would see it."""
+    eagerly). A NaN counts as largest, as in torch.topk (tf.math.top_k places NaNs as it
+    happens to, and one left in the residual would never reach the other ranks)."""
     numel = magnitudes.shape.num_elements()
     plan = topk_sample_plan(numel, k)
+
+    def of_all():
+        return tf.cast(tf.math.top_k(_nan_as_inf(magnitudes), k, sorted=False).indices,
+                       tf.int64)
+
     if plan is None:
-        return tf.cast(tf.math.top_k(magnitudes, k, sorted=False).indices, tf.int64)
+        return of_all()
     m, r = plan
-    positions = tf.random.stateless_uniform([m], [0x5A3D, numel], 0, numel, dtype=tf.int64)
-    sample = tf.gather(magnitudes, positions)
-    threshold = tf.reduce_min(tf.math.top_k(sample, r, sorted=False).values)
-    candidates = tf.reshape(tf.where(tf.logical_not(magnitudes < threshold)), [-1])
 
-    def among_candidates():
-        chosen = tf.math.top_k(tf.gather(magnitudes, candidates), k, sorted=False).indices
-        return tf.gather(candidates, chosen)
+    def sampled():
+        positions = tf.random.stateless_uniform([m], [0x5A3D, numel], 0, numel,
+                                                dtype=tf.int64)
+        sample = tf.gather(magnitudes, positions)
+        threshold = tf.reduce_min(tf.math.top_k(sample, r, sorted=False).values)
+        candidates = tf.reshape(tf.where(magnitudes >= threshold), [-1])
 
-    def of_all():  # fewer than k reached the threshold (about 3 calls in 10^5)
-        return tf.cast(tf.math.top_k(magnitudes, k, sorted=False).indices, tf.int64)
+        def among_candidates():
+            chosen = tf.math.top_k(tf.gather(magnitudes, candidates), k, sorted=False).indices
+            return tf.gather(candidates, chosen)
 
-    return tf.cond(tf.size(candidates, out_type=tf.int64) >= k, among_candidates, of_all)
+        # Fewer than k reach the threshold about 3 calls in 10^5 (or an infinite one).
+        return tf.cond(tf.size(candidates, out_type=tf.int64) >= k, among_candidates, of_all)
+
+    # A NaN anywhere makes the sum NaN (magnitudes are >= 0: infinities do not): then the
+    # whole tensor's top_k with NaNs as infinities. (Comparisons with a threshold cannot keep
+    # NaNs: grappler rewrites not(a < t) into a >= t.)
+    return tf.cond(tf.math.is_nan(tf.reduce_sum(magnitudes)), of_all, sampled)
+
+
+def _nan_as_inf(magnitudes):
+    return tf.where(tf.math.is_nan(magnitudes), tf.constant(float("inf"), magnitudes.dtype),
+                    magnitudes)
 
 
 def _scoped(key):

@@ -16,8 +16,10 @@ int64 indices and k values instead of numel values, before the scheme's own cost
 Tensors of fewer than min_size elements (biases, norms) go dense, as in DGC: with momentum,
 u is sent whole (then dense momentum SGD is exactly what happens), without, the gradient.
 
-Not implemented (DGC's other parts): warm-up of the ratio (construct a new compressor per
-phase instead, or start with ratio=1.0), local gradient clipping before the accumulation
+DGC's warm-up of the ratio: set compressor.ratio between steps (the residuals stay; a new
+compressor would start from empty ones and drop what the old one had not sent yet).
+
+Not implemented (DGC's other parts): local gradient clipping before the accumulation
 (clip after opt.synchronize() instead, on the averaged gradient), Nesterov momentum, and weight
 decay before the compression (the wrapped optimizer's weight decay acts on the averaged
 gradient). The residual and momentum live in the gradient's dtype and device.
