@@ -8,6 +8,8 @@ generator seeded by (rank, step, pass): every rank can rebuild every rank's grad
 
 import numpy as np
 
+from zen.common.compression import topk_sample_plan
+
 SHAPE, BIAS = (40, 50), 10  # W: 2000 elements, compressed; b: 10, below MIN_SIZE: dense
 MIN_SIZE = 100
 
@@ -50,3 +52,18 @@ def dgc_reference(size, steps, ratio, passes=1, momentum=0.0, masking=True):
 def largest(values, k):
     """The indices of the k elements of values (1-D) largest in magnitude, as a set."""
     return set(np.argsort(-np.abs(values), kind="stable")[:k].tolist())
+
+
+SAMPLED_NUMEL = 1 << 20  # the sampled selection's checks: tensors of this many elements
+
+
+def sampled_cases():
+    """(label, k, plan) for the sampled selection's checks: each ratio's plan as
+    topk_sample_plan makes it, then with the threshold at the sample's largest (fewer than k
+    reach it: the whole tensor's top-k)."""
+    for ratio in (0.005, 0.02, 0.1):
+        k = round(SAMPLED_NUMEL * ratio)
+        plan = topk_sample_plan(SAMPLED_NUMEL, k)
+        assert plan is not None, k
+        yield "%g" % ratio, k, plan
+        yield "%g (forced)" % ratio, k, (plan[0], 1)

@@ -20,8 +20,9 @@ from rank_report import Checks, add_checkout_package, expect_raises, run_checks 
 add_checkout_package()
 
 import zen.tensorflow as hvd  # noqa: E402
-from dgc_reference import (BIAS, MIN_SIZE, SHAPE, dgc_reference, grads, largest,  # noqa: E402
-                           step_grads)
+from dgc_reference import (BIAS, MIN_SIZE, SAMPLED_NUMEL, SHAPE, dgc_reference,  # noqa: E402
+                           grads, largest, sampled_cases, step_grads)
+from zen.common.compression import topk_sample_plan  # noqa: E402
 
 CHECKS = Checks()
 check = CHECKS.check
@@ -157,7 +158,7 @@ def topk_sampled_threshold_is_exact():
     whole tensor's top_k); NaNs count as largest (tf.math.top_k alone places them anywhere:
     the reference ranks them as infinities)."""
     import zen.tensorflow.topk as topk_module
-    n = 1 << 20
+    n = SAMPLED_NUMEL
     rng = np.random.default_rng(100 + hvd.rank())
     skewed = np.zeros(n, np.float32)
     skewed[:n // 64] = rng.random(n // 64) + 1  # the large ones all in one block
@@ -169,31 +170,21 @@ def topk_sampled_threshold_is_exact():
               "tied": rng.integers(0, 3, n).astype(np.float32),
               "zeros": np.zeros(n, np.float32), "skewed": skewed, "inf": with_inf,
               "float64": rng.standard_normal(n)}
-    plan = topk_module.topk_sample_plan
-    for forced in (False, True):
-        if forced:  # the sample's largest as threshold: fewer than k reach it
-            topk_module.topk_sample_plan = lambda numel, k: (plan(numel, k)[0], 1)
-        try:
-            for ratio in (0.005, 0.02, 0.1):
-                k = round(n * ratio)
-                assert plan(n, k) is not None, (n, k)
-                traced = tf.function(lambda m, k=k: topk_module._largest(m, k))
-                for name, values in inputs.items():
-                    magnitudes = tf.abs(tf.constant(values))
-                    ranked = np.nan_to_num(np.abs(values), nan=np.inf, posinf=np.inf)
-                    want = np.sort(tf.math.top_k(ranked, k).values.numpy())
-                    for how, largest_of in (("eager", lambda m: topk_module._largest(m, k)),
-                                            ("tf.function", traced)):
-                        chosen = largest_of(magnitudes).numpy()
-                        what = "%s at %g, %s%s" % (name, ratio, how,
-                                                   " (forced)" if forced else "")
-                        assert chosen.dtype == np.int64, what
-                        assert len(set(chosen.tolist())) == k == len(chosen), what
-                        got = np.sort(ranked[chosen])
-                        assert np.array_equal(got, want), what
-        finally:
-            topk_module.topk_sample_plan = plan
-    assert topk_module.topk_sample_plan(4096, 40) is None  # small: top_k of all
+    for label, k, plan in sampled_cases():
+        traced = tf.function(lambda m, k=k, plan=plan: topk_module._largest_by(m, k, plan))
+        for name, values in inputs.items():
+            magnitudes = tf.abs(tf.constant(values))
+            ranked = np.nan_to_num(np.abs(values), nan=np.inf, posinf=np.inf)
+            want = np.sort(tf.math.top_k(ranked, k).values.numpy())
+            for how, largest_of in (
+                    ("eager", lambda m, k=k, plan=plan: topk_module._largest_by(m, k, plan)),
+                    ("tf.function", traced)):
+                chosen = largest_of(magnitudes).numpy()
+                what = "%s at %s, %s" % (name, label, how)
+                assert chosen.dtype == np.int64, what
+                assert len(set(chosen.tolist())) == k == len(chosen), what
+                assert np.array_equal(np.sort(ranked[chosen]), want), what
+    assert topk_sample_plan(4096, 40) is None  # small: top_k of all
 
 
 @check

@@ -18,8 +18,9 @@ from rank_report import Checks, add_checkout_package, expect_raises, run_checks
 add_checkout_package()
 
 import zen.torch as hvd  # noqa: E402
-from dgc_reference import (BIAS, MIN_SIZE, SHAPE, dgc_reference, grads, largest,  # noqa: E402
-                           step_grads)
+from dgc_reference import (BIAS, MIN_SIZE, SAMPLED_NUMEL, SHAPE, dgc_reference,  # noqa: E402
+                           grads, largest, sampled_cases, step_grads)
+from zen.common.compression import topk_sample_plan  # noqa: E402
 
 CHECKS = Checks()
 check = CHECKS.check
@@ -210,8 +211,7 @@ def topk_sampled_threshold_is_exact():
     other indices of equal magnitude) for random, tied, zero, skewed and non-finite inputs,
     also when the threshold leaves fewer than k (forced: the whole tensor's top-k); the global
     random generator is left as it was."""
-    import zen.torch.topk as topk_module
-    n = 1 << 20
+    n = SAMPLED_NUMEL
     g = torch.Generator().manual_seed(100 + hvd.rank())
     skewed = torch.zeros(n)
     skewed[:n // 64] = torch.rand(n // 64, generator=g) + 1  # the large ones all in one block
@@ -224,27 +224,18 @@ def topk_sampled_threshold_is_exact():
               "zeros": torch.zeros(n), "skewed": skewed, "nan": with_nan, "inf": with_inf,
               "float64": torch.randn(n, generator=g, dtype=torch.float64)}
     compression = hvd.Compression.topk(0.01)
-    plan = topk_module.topk_sample_plan
     state = torch.get_rng_state()
-    for forced in (False, True):
-        if forced:  # the sample's largest as threshold: fewer than k reach it
-            topk_module.topk_sample_plan = lambda numel, k: (plan(numel, k)[0], 1)
-        try:
-            for ratio in (0.005, 0.02, 0.1):
-                k = round(n * ratio)
-                assert plan(n, k) is not None, (n, k)
-                for name, values in inputs.items():
-                    magnitudes = values.abs()
-                    chosen = compression._largest(magnitudes, k)
-                    what = "%s at %g%s" % (name, ratio, " (forced)" if forced else "")
-                    assert chosen.numel() == k and chosen.unique().numel() == k, what
-                    want = torch.topk(magnitudes, k).values
-                    got = magnitudes[chosen].sort(descending=True).values
-                    assert torch.equal(got.nan_to_num(-1), want.nan_to_num(-1)), what
-        finally:
-            topk_module.topk_sample_plan = plan
+    for label, k, plan in sampled_cases():
+        for name, values in inputs.items():
+            magnitudes = values.abs()
+            chosen = compression._largest_by(magnitudes, k, plan)
+            what = "%s at %s" % (name, label)
+            assert chosen.numel() == k and chosen.unique().numel() == k, what
+            want = torch.topk(magnitudes, k).values
+            got = magnitudes[chosen].sort(descending=True).values
+            assert torch.equal(got.nan_to_num(-1), want.nan_to_num(-1)), what
     assert torch.equal(torch.get_rng_state(), state), "the global generator moved"
-    assert topk_module.topk_sample_plan(4096, 40) is None  # small: torch.topk of all
+    assert topk_sample_plan(4096, 40) is None  # small: torch.topk of all
 
 
 class Regression(torch.nn.Module):

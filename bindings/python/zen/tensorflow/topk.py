@@ -18,8 +18,9 @@ ratio may be set between steps (DGC's warm-up). k is fixed where a tf.function t
 compressor, so a traced function checks, each call, that the ratio is still the one it was
 traced with (a scalar variable the setter assigns) and fails the step naming the retrace it
 needs otherwise, rather than ignoring the change; the function DistributedGradientTape (and
-an eager DistributedOptimizer) runs is traced anew when the ratio changes (gradients.py). Once a TensorFlow 1 graph has built the compressor, setting ratio raises
-ValueError (that graph's k is fixed, and the variable lives in its session).
+an eager DistributedOptimizer) runs is traced anew when the ratio changes (gradients.py).
+Once a TensorFlow 1 graph has built the compressor, setting ratio raises ValueError (that
+graph's k is fixed, and the variable lives in its session).
 """
 
 import tensorflow as tf
@@ -150,8 +151,12 @@ def _largest(magnitudes, k):
     fixed per size (a stateless draw: no random state to keep, the same in a graph and
     eagerly). A NaN counts as largest, as in torch.topk (tf.math.top_k places NaNs as it
     happens to, and one left in the residual would never reach the other ranks)."""
+    return _largest_by(magnitudes, k, topk_sample_plan(magnitudes.shape.num_elements(), k))
+
+
+def _largest_by(magnitudes, k, plan):
+    """_largest with the sample plan given ((m, r), or None: the top_k of all)."""
     numel = magnitudes.shape.num_elements()
-    plan = topk_sample_plan(numel, k)
 
     def of_all():
         return tf.cast(tf.math.top_k(_nan_as_inf(magnitudes), k, sorted=False).indices,

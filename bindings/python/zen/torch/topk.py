@@ -89,7 +89,10 @@ class TopKCompressor(TopKCompressorBase):
     def _largest(self, magnitudes, k):
         """Indices of the k largest magnitudes (a NaN counts as largest, as in torch.topk),
         through a sampled threshold where that is cheaper (topk_sample_plan)."""
-        plan = topk_sample_plan(magnitudes.numel(), k)
+        return self._largest_by(magnitudes, k, topk_sample_plan(magnitudes.numel(), k))
+
+    def _largest_by(self, magnitudes, k, plan):
+        """_largest with the sample plan given ((m, r), or None: the top-k of all)."""
         if plan is not None:
             m, r = plan
             sample = magnitudes[torch.randint(magnitudes.numel(), (m,), device=magnitudes.device,
