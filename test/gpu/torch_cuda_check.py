@@ -157,10 +157,30 @@ def main():
         buckets = hvd.stats()["buckets_by_scheme"]
         assert any(k.startswith("host-staged ") for k in buckets), buckets
 
+    # Compression.topk on a CUDA gradient large enough for the sampled selection: the same
+    # magnitudes as torch.topk of all on the device, and the synchronized result equal to the
+    # host path's (another compressor, the same gradient).
+    def topk():
+        n, ratio = 1 << 20, 0.01
+        g = torch.randn(n, generator=gen)
+        on_device, on_host = hvd.Compression.topk(ratio), hvd.Compression.topk(ratio)
+        magnitudes = g.to(dev).abs()
+        chosen = on_device._largest(magnitudes, round(n * ratio))
+        assert chosen.is_cuda and chosen.numel() == round(n * ratio)
+        want = torch.topk(magnitudes, round(n * ratio)).values
+        assert torch.equal(magnitudes[chosen].sort(descending=True).values, want)
+        results = []
+        for compressor, x in ((on_device, g.to(dev)), (on_host, g)):
+            sent, ctx = compressor.compress(x, "w")
+            out = hvd.sparse_allreduce(sent, name="topk." + x.device.type, op=hvd.Sum,
+                                       dense=True)
+            results.append(compressor.decompress(out, ctx).cpu())
+        assert torch.equal(results[0], results[1])
+
     # Every section runs even after one fails, so that one device run shows every failure.
     failed = []
     for check in (allreduce, ready_events, sparse, fused_sparse, broadcast_allgather, alltoall,
-                  reducescatter, staged):
+                  reducescatter, staged, topk):
         try:
             check()
         except Exception:  # noqa: BLE001 -- reported, then the next section runs
