@@ -26,9 +26,10 @@ def step_grads(rank, step, passes=1):
     return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
 
 
-def dgc_reference(size, steps, ratio, passes=1, momentum=0.0, masking=True):
+def dgc_reference(size, steps, ratio, passes=1, momentum=0.0, masking=True, nesterov=False):
     """DGC of W over every rank: (W's averaged update per step, every rank's final residual,
-    flattened). ratio: one for every step, or a list of one per step (DGC's warm-up)."""
+    flattened). ratio: one for every step, or a list of one per step (DGC's warm-up);
+    nesterov: the residual gains g + momentum * u instead of u."""
     numel = SHAPE[0] * SHAPE[1]
     ratios = ratio if isinstance(ratio, list) else [ratio] * steps
     residuals = [np.zeros(numel) for _ in range(size)]
@@ -38,8 +39,9 @@ def dgc_reference(size, steps, ratio, passes=1, momentum=0.0, masking=True):
         k = min(numel, max(1, round(numel * ratios[step])))
         total = np.zeros(numel)
         for r in range(size):
-            momenta[r] = momentum * momenta[r] + step_grads(r, step, passes)[0].reshape(-1)
-            residuals[r] = residuals[r] + momenta[r]
+            g = step_grads(r, step, passes)[0].reshape(-1)
+            momenta[r] = momentum * momenta[r] + g
+            residuals[r] = residuals[r] + (g + momentum * momenta[r] if nesterov else momenta[r])
             chosen = np.argsort(-np.abs(residuals[r]), kind="stable")[:k]
             total[chosen] += residuals[r][chosen]
             residuals[r][chosen] = 0

@@ -58,6 +58,7 @@ def topk_bad_arguments():
     for ratio in (0, -0.1, 1.5, None, True):
         expect_raises(ValueError, lambda: hvd.Compression.topk(ratio), "ratio")
     expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, min_size=0), "min_size")
+    expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, nesterov=True), "nesterov")
     expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
         keras.optimizers.SGD(0.1, momentum=0.9),
         compression=hvd.Compression.topk(0.1, momentum=0.9)), "momentum=0")
@@ -122,13 +123,17 @@ def topk_ratio_set_between_steps():
 @check
 def topk_tape_momentum_correction():
     size, steps, ratio = hvd.size(), 4, 0.05
-    updates = tape_updates(hvd.Compression.topk(ratio, min_size=MIN_SIZE, momentum=0.9), steps)
-    want, _ = dgc_reference(size, steps, ratio, momentum=0.9)
-    velocity = np.zeros(BIAS)  # b goes dense: the average of every rank's momentum
-    for step, ((uw, ub), ref) in enumerate(zip(updates, want)):
-        assert_close(uw, ref, "W's update of step %d" % step)
-        velocity = 0.9 * velocity + sum(step_grads(r, step)[1] for r in range(size)) / size
-        assert_close(ub, velocity, "b's update of step %d" % step)
+    for nesterov in (False, True):
+        updates = tape_updates(hvd.Compression.topk(ratio, min_size=MIN_SIZE, momentum=0.9,
+                                                    nesterov=nesterov), steps)
+        want, _ = dgc_reference(size, steps, ratio, momentum=0.9, nesterov=nesterov)
+        velocity = np.zeros(BIAS)  # b goes dense: the average of every rank's momentum
+        for step, ((uw, ub), ref) in enumerate(zip(updates, want)):
+            what = "step %d (nesterov %s)" % (step, nesterov)
+            assert_close(uw, ref, "W's update of " + what)
+            g = sum(step_grads(r, step)[1] for r in range(size)) / size
+            velocity = 0.9 * velocity + g
+            assert_close(ub, g + 0.9 * velocity if nesterov else velocity, "b's update of " + what)
 
 
 @check

@@ -32,13 +32,14 @@ def t(array):
     return torch.from_numpy(np.ascontiguousarray(array))
 
 
-def train(compression, steps, passes=1, lr=0.0, momentum=0.0, ratios=None):
+def train(compression, steps, passes=1, lr=0.0, momentum=0.0, ratios=None, nesterov=False):
     """W and b under DistributedOptimizer(SGD(lr, momentum)) for steps, with this rank's
     gradients: (W's and b's synchronized gradient per step, W, b). ratios: compression.ratio
     set before each step."""
     w = torch.nn.Parameter(torch.zeros(SHAPE, dtype=torch.float64))
     b = torch.nn.Parameter(torch.zeros(BIAS, dtype=torch.float64))
-    opt = hvd.DistributedOptimizer(torch.optim.SGD([w, b], lr=lr, momentum=momentum),
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([w, b], lr=lr, momentum=momentum,
+                                                   nesterov=nesterov),
                                    named_parameters=[("w", w), ("b", b)],
                                    compression=compression, backward_passes_per_step=passes)
     updates = []
@@ -70,6 +71,7 @@ def topk_bad_arguments():
         expect_raises(ValueError, lambda: hvd.Compression.topk(ratio), "ratio")
     expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, min_size=0), "min_size")
     expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, momentum=1.0), "momentum")
+    expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, nesterov=True), "nesterov")
     w = torch.nn.Parameter(torch.zeros(SHAPE))
     expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
         torch.optim.SGD([w], lr=0.1), named_parameters=[("w", w)],
@@ -144,35 +146,43 @@ def topk_ratio_set_between_steps():
 @check
 def topk_ratio_one_is_dense():
     """ratio=1.0 sends everything: the updates are the dense allreduce's, and with momentum
-    correction (no masking) the parameters are dense momentum SGD's."""
+    correction (no masking) the parameters are dense momentum SGD's, Nesterov's too."""
     steps = 4
     dense, _, _ = train(hvd.Compression.none, steps)
     topk, _, _ = train(hvd.Compression.topk(1.0, min_size=1), steps)
     for step, ((dw, db), (tw, tb)) in enumerate(zip(dense, topk)):
         assert_close(tw, dw, "W's update of step %d" % step)
         assert_close(tb, db, "b's update of step %d" % step)
-    _, dw, db = train(hvd.Compression.none, steps, lr=0.1, momentum=0.9)
-    for min_size in (1, MIN_SIZE):  # W sparse and b dense, or both sparse
-        _, tw, tb = train(hvd.Compression.topk(1.0, min_size=min_size, momentum=0.9,
-                                               momentum_masking=False), steps, lr=0.1)
-        assert_close(tw, dw, "W after momentum SGD (min_size %d)" % min_size)
-        assert_close(tb, db, "b after momentum SGD (min_size %d)" % min_size)
+    for nesterov in (False, True):
+        _, dw, db = train(hvd.Compression.none, steps, lr=0.1, momentum=0.9, nesterov=nesterov)
+        for min_size in (1, MIN_SIZE):  # W sparse and b dense, or both sparse
+            _, tw, tb = train(hvd.Compression.topk(1.0, min_size=min_size, momentum=0.9,
+                                                   momentum_masking=False, nesterov=nesterov),
+                              steps, lr=0.1)
+            what = "after momentum SGD (min_size %d, nesterov %s)" % (min_size, nesterov)
+            assert_close(tw, dw, "W " + what)
+            assert_close(tb, db, "b " + what)
 
 
 @check
 def topk_momentum_correction():
-    """momentum with and without factor masking: W's updates are DGC's (dgc_reference with
-    momentum); b, dense, sends the average of every rank's momentum."""
+    """momentum with and without factor masking, and Nesterov's: W's updates are DGC's
+    (dgc_reference with momentum); b, dense, sends the average of every rank's momentum
+    (Nesterov: of g + momentum * u)."""
     size, steps, ratio = hvd.size(), 5, 0.05
-    for masking in (True, False):
+    for masking, nesterov in ((True, False), (False, False), (True, True)):
         updates, _, _ = train(hvd.Compression.topk(ratio, min_size=MIN_SIZE, momentum=0.9,
-                                                   momentum_masking=masking), steps)
-        want, _ = dgc_reference(size, steps, ratio, momentum=0.9, masking=masking)
+                                                   momentum_masking=masking, nesterov=nesterov),
+                              steps)
+        want, _ = dgc_reference(size, steps, ratio, momentum=0.9, masking=masking,
+                                nesterov=nesterov)
         velocity = np.zeros(BIAS)
         for step, ((uw, ub), ref) in enumerate(zip(updates, want)):
-            assert_close(uw, ref, "W's update of step %d (masking %s)" % (step, masking))
-            velocity = 0.9 * velocity + sum(step_grads(r, step)[1] for r in range(size)) / size
-            assert_close(ub, velocity, "b's update of step %d" % step)
+            what = "step %d (masking %s, nesterov %s)" % (step, masking, nesterov)
+            assert_close(uw, ref, "W's update of " + what)
+            g = sum(step_grads(r, step)[1] for r in range(size)) / size
+            velocity = 0.9 * velocity + g
+            assert_close(ub, g + 0.9 * velocity if nesterov else velocity, "b's update of " + what)
 
 
 @check

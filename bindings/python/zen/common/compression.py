@@ -67,7 +67,7 @@ def check_topk_ratio(ratio):
                          "gradient's elements sent per step; got %r" % (ratio,))
 
 
-def check_topk_args(ratio, min_size, momentum):
+def check_topk_args(ratio, min_size, momentum, nesterov=False):
     """ValueError for a top-k compressor's bad arguments (on every rank: they are local)."""
     check_topk_ratio(ratio)
     if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 1:
@@ -76,6 +76,8 @@ def check_topk_args(ratio, min_size, momentum):
     if isinstance(momentum, bool) or not isinstance(momentum, (int, float)) or \
             not 0 <= momentum < 1:
         raise ValueError("Compression.topk: momentum must be in [0, 1); got %r" % (momentum,))
+    if nesterov and not momentum:
+        raise ValueError("Compression.topk: nesterov=True needs a momentum > 0")
 
 
 class TopKCompressorBase(Compressor):
@@ -85,12 +87,14 @@ class TopKCompressorBase(Compressor):
     steps (DGC's warm-up: e.g. 0.25, 0.0625, 0.0156, 0.004, then 0.001 over the first
     epochs); the residuals stay, so what was not sent yet is still sent later."""
 
-    def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True):
-        check_topk_args(ratio, min_size, momentum)
+    def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True,
+                 nesterov=False):
+        check_topk_args(ratio, min_size, momentum, nesterov)
         self._ratio = float(ratio)
         self.min_size = min_size
         self.momentum = float(momentum)
         self.momentum_masking = bool(momentum_masking)
+        self.nesterov = bool(nesterov)
         self._residuals = {}
         self._momenta = {}
 
@@ -105,8 +109,9 @@ class TopKCompressorBase(Compressor):
         self._ratio = float(ratio)
 
     def __repr__(self):
-        return ("Compression.topk(ratio=%g, min_size=%d, momentum=%g, momentum_masking=%s)"
-                % (self.ratio, self.min_size, self.momentum, self.momentum_masking))
+        return ("Compression.topk(ratio=%g, min_size=%d, momentum=%g, momentum_masking=%s, "
+                "nesterov=%s)" % (self.ratio, self.min_size, self.momentum,
+                                  self.momentum_masking, self.nesterov))
 
     def residual(self, key):
         """What key's gradients have not sent yet (flattened), or None before its first."""

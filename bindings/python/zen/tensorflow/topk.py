@@ -3,10 +3,11 @@
 (which documents the algorithm and what is not implemented).
 
 Per gradient (keyed by its allreduce name, stable across steps) and step: u = momentum * u + g
-(momentum correction; u = g without), v = v + u, the k = ceil(ratio * numel) elements of v
-largest in magnitude (flattened; exactly those of tf.math.top_k of |v|, found among the
-elements at or above a sampled threshold as in zen.torch.topk) travel as a 1-D tf.IndexedSlices
-through the sparse allreduce, and are cleared from v (and from u: momentum factor masking).
+(momentum correction; u = g without), v = v + u (v = v + g + momentum * u with nesterov=True),
+the k = ceil(ratio * numel) elements of v largest in magnitude (flattened; exactly those of
+tf.math.top_k of |v|, found among the elements at or above a sampled threshold as in
+zen.torch.topk) travel as a 1-D tf.IndexedSlices through the sparse allreduce, and are cleared
+from v (and from u: momentum factor masking).
 The residual v and the momentum u are tf.Variables on this object, created in an init_scope
 on first use (so inside a traced train step too); they are not the optimizer's variables
 (not saved, not broadcast). In a TensorFlow 1 graph they are LOCAL_VARIABLES (as the
@@ -32,15 +33,17 @@ __all__ = ["TopKCompressor"]
 
 
 class TopKCompressor(TopKCompressorBase):
-    """Compression.topk(ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True) for
+    """Compression.topk(ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True,
+    nesterov=False) for
     DistributedGradientTape and DistributedOptimizer: each dense gradient of at least
     min_size elements sends its top ratio of elements through Zen's sparse allreduce, with
     error feedback; tf.IndexedSlices gradients take Zen's sparse path unchanged. momentum > 0
     is DGC's momentum correction: the wrapped optimizer must then have no momentum of its own.
     hvd.allreduce(t, compression=topk) raises ValueError: it has no key for the residual."""
 
-    def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True):
-        super().__init__(ratio, min_size, momentum, momentum_masking)
+    def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True,
+                 nesterov=False):
+        super().__init__(ratio, min_size, momentum, momentum_masking, nesterov)
         self._in_tf1_graph = False  # built into a TensorFlow 1 graph: its k is fixed
         self._ratio_variable = None  # the ratio traced functions check theirs against
 
@@ -89,6 +92,8 @@ class TopKCompressor(TopKCompressorBase):
             momentum = self._state(self._momenta, key, flat)
             with tf.control_dependencies([momentum.assign(momentum * self.momentum + flat)]):
                 update = momentum.read_value()
+            if self.nesterov:
+                update = flat + self.momentum * update
         if not self.compresses(tensor):
             if self.momentum:
                 return tf.reshape(update, tf.shape(tensor)), tensor.shape

@@ -4,7 +4,9 @@ Gradient Compression", ICLR 2018) of dense gradients into Zen's sparse allreduce
 Per gradient (keyed by its parameter) and step, on each rank:
   u = momentum * u + g                      (momentum correction; without momentum, u = g)
   v = v + u                                 (error feedback: the residual v keeps what was
-                                             not sent, so nothing is dropped, only delayed)
+                                             not sent, so nothing is dropped, only delayed;
+                                             nesterov=True adds g + momentum * u instead,
+                                             torch.optim.SGD(nesterov=True)'s step)
   send the k = ceil(ratio * numel) elements of v largest in magnitude (flattened; exactly
   those of torch.topk of |v|, found among the elements at or above a sampled threshold:
   zen.common.compression's topk_sample_plan) as a 1-D sparse COO tensor: (index, value)
@@ -14,15 +16,16 @@ Every rank's pairs are summed by Zen's sparse allreduce (op=Average divides by s
 result comes back dense in the gradient's shape. Bytes on the wire per rank and step: k
 int64 indices and k values instead of numel values, before the scheme's own costs.
 Tensors of fewer than min_size elements (biases, norms) go dense, as in DGC: with momentum,
-u is sent whole (then dense momentum SGD is exactly what happens), without, the gradient.
+u is sent whole (g + momentum * u with nesterov: then dense momentum SGD is exactly what
+happens), without, the gradient.
 
 DGC's warm-up of the ratio: set compressor.ratio between steps (the residuals stay; a new
 compressor would start from empty ones and drop what the old one had not sent yet).
 
-Not implemented (DGC's other parts): local gradient clipping before the accumulation
-(clip after opt.synchronize() instead, on the averaged gradient), Nesterov momentum, and weight
-decay before the compression (the wrapped optimizer's weight decay acts on the averaged
-gradient). The residual and momentum live in the gradient's dtype and device.
+Not implemented (DGC's other parts): local gradient clipping before the accumulation (clip after
+opt.synchronize() instead, on the averaged gradient), and weight decay before the compression
+(the wrapped optimizer's weight decay acts on the averaged gradient). The residual and momentum
+live in the gradient's dtype and device.
 """
 
 import torch
@@ -33,15 +36,17 @@ __all__ = ["TopKCompressor"]
 
 
 class TopKCompressor(TopKCompressorBase):
-    """Compression.topk(ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True).
+    """Compression.topk(ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True,
+    nesterov=False).
 
-    With DistributedOptimizer (compression=hvd.Compression.topk(0.01)) each dense gradient of
-    at least min_size elements sends its top ratio of elements through Zen's sparse allreduce,
-    with error feedback; sparse gradients (nn.Embedding(sparse=True)) take Zen's sparse path
+    With DistributedOptimizer (compression=hvd.Compression.topk(0.01)) each dense gradient of at
+    least min_size elements sends its top ratio of elements through Zen's sparse allreduce, with
+    error feedback; sparse gradients (nn.Embedding(sparse=True)) take Zen's sparse path
     unchanged. momentum > 0 is DGC's momentum correction: the momentum is applied here, before
     the compression, so the wrapped optimizer must have none (torch.optim.SGD(momentum=0);
-    DistributedOptimizer refuses it otherwise). momentum_masking clears the momentum of the
-    elements sent. With one rank nothing is compressed (as any compression in Horovod).
+    DistributedOptimizer refuses it otherwise); nesterov=True makes it Nesterov's.
+    momentum_masking clears the momentum of the elements sent. With one rank nothing is
+    compressed (as any compression in Horovod).
 
     The state (residual, momentum) is kept per key: DistributedOptimizer's key is the
     parameter. On its own, compress(tensor, key) returns a sparse tensor (send it with
@@ -49,8 +54,9 @@ class TopKCompressor(TopKCompressorBase):
     decompress(result, ctx). hvd.allreduce(t, compression=topk) raises: it has no key.
     """
 
-    def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True):
-        super().__init__(ratio, min_size, momentum, momentum_masking)
+    def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True,
+                 nesterov=False):
+        super().__init__(ratio, min_size, momentum, momentum_masking, nesterov)
         self._generators = {}  # device -> the samples' generator
 
     def compresses(self, tensor):
@@ -67,10 +73,12 @@ class TopKCompressor(TopKCompressorBase):
         if not tensor.dtype.is_floating_point or tensor.is_sparse:
             return tensor, None
         flat = tensor.detach().reshape(-1)
-        update = flat
+        update = momentum = flat
         if self.momentum:
-            update = self._state(self._momenta, key, flat)
-            update.mul_(self.momentum).add_(flat)
+            momentum = update = self._state(self._momenta, key, flat)
+            momentum.mul_(self.momentum).add_(flat)
+            if self.nesterov:
+                update = flat.add(momentum, alpha=self.momentum)
         if not self.compresses(tensor):
             if update is flat:
                 return tensor, None
@@ -82,7 +90,7 @@ class TopKCompressor(TopKCompressorBase):
         values = residual[indices]
         residual.index_fill_(0, indices, 0)
         if self.momentum and self.momentum_masking:
-            update.index_fill_(0, indices, 0)
+            momentum.index_fill_(0, indices, 0)
         sparse = torch.sparse_coo_tensor(indices.view(1, -1), values, (flat.numel(),))
         return sparse, tuple(tensor.shape)
 
