@@ -193,6 +193,41 @@ def topk_sampled_threshold_is_exact():
 
 
 @check
+def topk_half_precision_keeps_float32_state():
+    """float16 and bfloat16 gradients: the residual (and the momentum) are float32 and the
+    elements sent travel in the gradient's dtype, what that rounding drops kept in the
+    residual: over 100 steps of small gradients, what was sent plus the residual is their sum
+    to float32 precision; the daemon sums what is sent in the gradient's dtype (the same
+    gradients on every rank: size times each rank's)."""
+    n, steps, size = 4096, 100, hvd.size()
+    for dtype in (tf.float16, tf.bfloat16):
+        rng = np.random.default_rng(7)
+        compression = hvd.Compression.topk(0.01, min_size=MIN_SIZE)
+        with_momentum = hvd.Compression.topk(0.01, min_size=MIN_SIZE, momentum=0.9)
+        total, sent_total = np.zeros(n), np.zeros(n)
+        for step in range(steps):
+            grad = tf.cast(rng.random(n) * 1e-3 + 1e-3, dtype)
+            total += tf.cast(grad, tf.float64).numpy()
+            slices, _ = compression.compress(grad, "w")
+            assert slices.values.dtype == dtype, slices.values.dtype
+            sent = tf.scatter_nd(tf.expand_dims(slices.indices, 1), slices.values, [n])
+            sent_total += tf.cast(sent, tf.float64).numpy()
+            with_momentum.compress(grad, "w")
+            if step == steps - 1:
+                out = hvd.allreduce(slices, op=hvd.Sum, name="topk.half.%s" % dtype.name)
+                dense = tf.scatter_nd(tf.expand_dims(out.indices, 1), out.values, [n])
+                assert dense.dtype == dtype
+                assert np.array_equal(tf.cast(dense, tf.float64).numpy(),
+                                      tf.cast(sent, tf.float64).numpy() * size)
+        residual = compression.residual("w")
+        assert residual.dtype == tf.float32, residual.dtype
+        assert with_momentum.residual("w").dtype == tf.float32
+        assert with_momentum.momentum_buffer("w").dtype == tf.float32
+        assert_close(sent_total + residual.numpy(), total, "sent + residual (%s)" % dtype.name,
+                     1e-5)
+
+
+@check
 def topk_keras_ratio_one_is_dense():
     """Keras DistributedOptimizer with topk(1.0) (everything sent) and with plain SGD
     momentum against topk's momentum correction (no masking): the same variables as the

@@ -248,6 +248,39 @@ def topk_sampled_threshold_is_exact():
     assert topk_sample_plan(4096, 40) is None  # small: torch.topk of all
 
 
+@check
+def topk_half_precision_keeps_float32_state():
+    """float16 and bfloat16 gradients: the residual (and the momentum) are float32, as in half
+    precision the small gradients added to a grown residual round away; the elements sent
+    travel in the gradient's dtype and what that rounding drops stays in the residual. Over 100
+    steps of small gradients, what was sent plus the residual is their sum to float32
+    precision; the daemon sums what is sent in the gradient's dtype (the same gradients on
+    every rank: size times each rank's)."""
+    n, steps, size = 4096, 100, hvd.size()
+    for dtype in (torch.float16, torch.bfloat16):
+        g = torch.Generator().manual_seed(7)
+        compression = hvd.Compression.topk(0.01, min_size=MIN_SIZE)
+        with_momentum = hvd.Compression.topk(0.01, min_size=MIN_SIZE, momentum=0.9)
+        total = torch.zeros(n, dtype=torch.float64)
+        sent_total = torch.zeros(n, dtype=torch.float64)
+        for step in range(steps):
+            grad = (torch.rand(n, generator=g) * 1e-3 + 1e-3).to(dtype)
+            total += grad.double()
+            sparse, ctx = compression.compress(grad, "w")
+            assert sparse._values().dtype == dtype, sparse._values().dtype
+            sent_total += sparse.to_dense().double()
+            with_momentum.compress(grad, "w")
+            if step == steps - 1:
+                out = hvd.sparse_allreduce(sparse, name="topk.half.%s" % str(dtype)[6:],
+                                           op=hvd.Sum, dense=True)
+                assert out.dtype == dtype and torch.equal(out, sparse.to_dense() * size)
+        residual = compression.residual("w")
+        assert residual.dtype == torch.float32, residual.dtype
+        assert with_momentum.residual("w").dtype == torch.float32
+        assert with_momentum.momentum_buffer("w").dtype == torch.float32
+        assert_close(sent_total + residual.double(), total, "sent + residual (%s)" % dtype, 1e-5)
+
+
 class Regression(torch.nn.Module):
     def __init__(self):
         super().__init__()

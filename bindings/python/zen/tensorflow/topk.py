@@ -8,12 +8,13 @@ the k = ceil(ratio * numel) elements of v largest in magnitude (flattened; exact
 tf.math.top_k of |v|, found among the elements at or above a sampled threshold as in
 zen.torch.topk) travel as a 1-D tf.IndexedSlices through the sparse allreduce, and are cleared
 from v (and from u: momentum factor masking).
-The residual v and the momentum u are tf.Variables on this object, created in an init_scope
-on first use (so inside a traced train step too); they are not the optimizer's variables
-(not saved, not broadcast). In a TensorFlow 1 graph they are LOCAL_VARIABLES (as the
-aggregation's state: not broadcast with the global ones), one set per graph, and the reads
-and writes are ordered by explicit control dependencies, which a graph lacks (eagerly and in
-a tf.function they are no-ops). Tensors below min_size elements go dense.
+The residual v and the momentum u (float32 for float16 and bfloat16 gradients; the elements sent
+travel in the gradient's dtype, and what that rounding drops stays in v) are tf.Variables on
+this object, created in an init_scope on first use (so inside a traced train step too); they are
+not the optimizer's variables (not saved, not broadcast). In a TensorFlow 1 graph they are
+LOCAL_VARIABLES (as the aggregation's state: not broadcast with the global ones), one set per
+graph, and the reads and writes are ordered by explicit control dependencies, which a graph
+lacks (eagerly and in a tf.function they are no-ops). Tensors below min_size elements go dense.
 
 ratio may be set between steps (DGC's warm-up). k is fixed where a tf.function traces the
 compressor, so a traced function checks, each call, that the ratio is still the one it was
@@ -87,32 +88,37 @@ class TopKCompressor(TopKCompressorBase):
             raise ValueError("Compression.topk: the gradient %r has no static shape (%s)"
                              % (key, tensor.shape))
         flat = tf.reshape(tensor, [-1])
-        update = flat
+        # float32 state for half-precision gradients, as zen.torch.topk's.
+        wide = tf.cast(flat, _accumulator_dtype(flat.dtype))
+        update = wide
         if self.momentum:
-            momentum = self._state(self._momenta, key, flat)
-            with tf.control_dependencies([momentum.assign(momentum * self.momentum + flat)]):
+            momentum = self._state(self._momenta, key, wide)
+            with tf.control_dependencies([momentum.assign(momentum * self.momentum + wide)]):
                 update = momentum.read_value()
             if self.nesterov:
-                update = flat + self.momentum * update
+                update = wide + self.momentum * update
         if not self.compresses(tensor):
             if self.momentum:
-                return tf.reshape(update, tf.shape(tensor)), tensor.shape
+                return tf.reshape(tf.cast(update, flat.dtype), tf.shape(tensor)), tensor.shape
             return tensor, None
         checks = []
         if graph_key() is not None:
             self._in_tf1_graph = True
         elif not tf.executing_eagerly():
             checks.append(self._ratio_check())
-        residual = self._state(self._residuals, key, flat)
+        residual = self._state(self._residuals, key, wide)
         with tf.control_dependencies([residual.assign_add(update)] + checks):
             accumulated = residual.read_value()
         numel = tensor.shape.num_elements()
         indices = _largest(tf.abs(accumulated), topk_count(numel, self.ratio))
-        values = tf.gather(accumulated, indices)
+        chosen = tf.gather(accumulated, indices)
+        values = tf.cast(chosen, flat.dtype)  # the gradient's dtype on the wire
         sent = tf.expand_dims(indices, 1)
-        zeros = tf.zeros(tf.shape(values), values.dtype)
+        zeros = tf.zeros(tf.shape(chosen), chosen.dtype)
+        # What the rounding to the gradient's dtype dropped stays in the residual.
+        left = chosen - tf.cast(values, chosen.dtype) if values.dtype != chosen.dtype else zeros
         with tf.control_dependencies([values]):  # cleared once they are read
-            cleared = [residual.scatter_nd_update(sent, zeros)]
+            cleared = [residual.scatter_nd_update(sent, left)]
             if self.momentum and self.momentum_masking:
                 cleared.append(momentum.scatter_nd_update(sent, zeros))
         with tf.control_dependencies(cleared):  # sending them clears them
@@ -148,6 +154,11 @@ class TopKCompressor(TopKCompressorBase):
                              % (key, state.dtype.name, state.shape, flat.dtype.name,
                                 flat.shape))
         return state
+
+
+def _accumulator_dtype(dtype):
+    """The residual's and the momentum's dtype for a gradient of dtype."""
+    return tf.float32 if dtype in (tf.float16, tf.bfloat16) else dtype
 
 
 def _largest(magnitudes, k):

@@ -25,7 +25,9 @@ compressor would start from empty ones and drop what the old one had not sent ye
 Not implemented (DGC's other parts): local gradient clipping before the accumulation (clip after
 opt.synchronize() instead, on the averaged gradient), and weight decay before the compression
 (the wrapped optimizer's weight decay acts on the averaged gradient). The residual and momentum
-live in the gradient's dtype and device.
+live on the gradient's device, in its dtype or, for float16 and bfloat16, in float32; the
+elements sent travel in the gradient's dtype, and what that rounding drops stays in the
+residual.
 """
 
 import torch
@@ -73,25 +75,32 @@ class TopKCompressor(TopKCompressorBase):
         if not tensor.dtype.is_floating_point or tensor.is_sparse:
             return tensor, None
         flat = tensor.detach().reshape(-1)
-        update = momentum = flat
+        # The state accumulates in float32 for half-precision gradients: in float16 or
+        # bfloat16 a residual soon rounds the small gradients added to it away.
+        wide = flat.to(_accumulator_dtype(flat.dtype))
+        update = momentum = wide
         if self.momentum:
-            momentum = update = self._state(self._momenta, key, flat)
-            momentum.mul_(self.momentum).add_(flat)
+            momentum = update = self._state(self._momenta, key, wide)
+            momentum.mul_(self.momentum).add_(wide)
             if self.nesterov:
-                update = flat.add(momentum, alpha=self.momentum)
+                update = wide.add(momentum, alpha=self.momentum)
         if not self.compresses(tensor):
-            if update is flat:
+            if update is wide:
                 return tensor, None
             # A copy: the allreduce writes its result in place.
-            return update.clone().view(tensor.shape), tuple(tensor.shape)
-        residual = self._state(self._residuals, key, flat)
+            return update.to(flat.dtype, copy=True).view(tensor.shape), tuple(tensor.shape)
+        residual = self._state(self._residuals, key, wide)
         residual.add_(update)
         indices = self._largest(residual.abs(), topk_count(flat.numel(), self.ratio))
         values = residual[indices]
-        residual.index_fill_(0, indices, 0)
+        sent = values.to(flat.dtype)  # the gradient's dtype on the wire
+        if sent.dtype == values.dtype:
+            residual.index_fill_(0, indices, 0)
+        else:  # what the rounding to it dropped stays in the residual
+            residual.index_copy_(0, indices, values - sent.to(values.dtype))
         if self.momentum and self.momentum_masking:
             momentum.index_fill_(0, indices, 0)
-        sparse = torch.sparse_coo_tensor(indices.view(1, -1), values, (flat.numel(),))
+        sparse = torch.sparse_coo_tensor(indices.view(1, -1), sent, (flat.numel(),))
         return sparse, tuple(tensor.shape)
 
     def _largest(self, magnitudes, k):
@@ -131,6 +140,7 @@ class TopKCompressor(TopKCompressorBase):
 
     @staticmethod
     def _state(states, key, flat):
+        """key's state in states (zeros like flat at first), checked against flat."""
         state = states.get(key)
         if state is None:
             state = states[key] = torch.zeros_like(flat)
@@ -140,3 +150,8 @@ class TopKCompressor(TopKCompressorBase):
                              "%s %s" % (what, state.dtype, tuple(state.shape), flat.dtype,
                                         tuple(flat.shape)))
         return state
+
+
+def _accumulator_dtype(dtype):
+    """The residual's and the momentum's dtype for a gradient of dtype."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
