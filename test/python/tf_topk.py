@@ -275,5 +275,39 @@ def topk_keras_two_passes():
     assert_close(b.numpy(), want_b, "b")
 
 
+@check
+def topk_keras_ratio_schedule_in_fit():
+    """TopKRatioScheduleCallback: Model.fit with ratios 1.0, 0.5, then 0.02 per epoch runs each
+    epoch with its k (the train function traced anew), the residual kept across; the same
+    changes without a retrace fail fit's next step naming the retrace."""
+    from zen.tensorflow.keras.callbacks import TopKRatioScheduleCallback
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((64, 32)).astype(np.float32)
+    y = rng.standard_normal((64, 8)).astype(np.float32)
+
+    def fit(compression, callback):
+        keras.utils.set_random_seed(3)
+        model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(8)])
+        model.compile(optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.01),
+                                                         compression=compression), loss="mse")
+        model.fit(x, y, batch_size=16, epochs=4, callbacks=[callback], verbose=0)
+    compression = hvd.Compression.topk(1.0, min_size=MIN_SIZE)
+    ratios = []
+    schedule = TopKRatioScheduleCallback(compression, [1.0, 0.5, 0.02])
+    seen = keras.callbacks.LambdaCallback(
+        on_epoch_end=lambda epoch, logs: ratios.append(compression.ratio))
+    fit(compression, keras.callbacks.CallbackList([schedule, seen]))
+    assert ratios == [1.0, 0.5, 0.02, 0.02], ratios
+    residuals = [v for v in compression._residuals.values()]
+    assert len(residuals) == 1 and float(tf.reduce_sum(tf.abs(residuals[0]))) > 0
+    untraced = hvd.Compression.topk(1.0, min_size=MIN_SIZE)
+
+    def set_ratio(epoch, logs):
+        untraced.ratio = [1.0, 0.5][min(epoch, 1)]
+    expect_raises(tf.errors.InvalidArgumentError,
+                  lambda: fit(untraced, keras.callbacks.LambdaCallback(on_epoch_begin=set_ratio)),
+                  "trace it again")
+
+
 if __name__ == "__main__":
     sys.exit(run_checks(hvd, CHECKS, sys.argv[1:]))

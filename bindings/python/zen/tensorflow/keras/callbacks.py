@@ -12,6 +12,10 @@
 - LearningRateWarmupCallback: lr from initial_lr / size to initial_lr over warmup_epochs,
   per batch: initial_lr / size * (e * (size - 1) / warmup_epochs + 1), e = epoch + (batch +
   1) / steps_per_epoch.
+- TopKRatioScheduleCallback(compression, schedule) (Zen's; no Horovod counterpart): DGC's
+  warm-up of Compression.topk's ratio in Model.fit. At each epoch's start the ratio becomes
+  schedule(epoch) (a callable, or a list whose last ratio holds from then on), and fit's train
+  function is traced anew, as k is fixed where it is traced; the residuals stay.
 - BestModelCheckpoint(monitor, verbose, save_weights_only, mode, save_freq): Keras's
   ModelCheckpoint with save_best_only=True (a save only when the monitored value improves),
   on rank 0 only. Horovod's takes no filepath (its Spark and Ray estimators set the attribute
@@ -168,6 +172,28 @@ class LearningRateWarmupCallback(LearningRateScheduleCallback):
         if epoch == self.end_epoch - 1 and self.verbose > 0 and rank() == 0:
             print("\nEpoch %d: finished gradual learning rate warmup to %g." %
                   (epoch + 1, self._lr()))
+
+
+class TopKRatioScheduleCallback(keras.callbacks.Callback):
+    """compression.ratio = schedule(epoch) at each epoch's start (schedule: a callable, or a
+    list of ratios whose last holds from then on), fit's train function traced anew on a
+    change (a traced function with the old k fails its next call: zen.tensorflow.topk)."""
+
+    def __init__(self, compression, schedule):
+        super().__init__()
+        if not callable(schedule):
+            ratios = list(schedule)
+            if not ratios:
+                raise ValueError("TopKRatioScheduleCallback: the schedule has no ratio")
+            schedule = lambda epoch: ratios[min(epoch, len(ratios) - 1)]  # noqa: E731
+        self.compression = compression
+        self.schedule = schedule
+
+    def on_epoch_begin(self, epoch, logs=None):
+        ratio = self.schedule(epoch)
+        if ratio != self.compression.ratio:
+            self.compression.ratio = ratio
+            self.model.make_train_function(force=True)
 
 
 class BestModelCheckpoint(keras.callbacks.ModelCheckpoint):
