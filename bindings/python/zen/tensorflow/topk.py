@@ -35,12 +35,12 @@ __all__ = ["TopKCompressor"]
 
 class TopKCompressor(TopKCompressorBase):
     """Compression.topk(ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True,
-    nesterov=False) for
-    DistributedGradientTape and DistributedOptimizer: each dense gradient of at least
-    min_size elements sends its top ratio of elements through Zen's sparse allreduce, with
-    error feedback; tf.IndexedSlices gradients take Zen's sparse path unchanged. momentum > 0
-    is DGC's momentum correction: the wrapped optimizer must then have no momentum of its own.
-    hvd.allreduce(t, compression=topk) raises ValueError: it has no key for the residual."""
+    nesterov=False) for DistributedGradientTape and DistributedOptimizer: each dense gradient
+    of at least min_size elements sends its top ratio of elements through Zen's sparse
+    allreduce, with error feedback; tf.IndexedSlices gradients take Zen's sparse path
+    unchanged. momentum > 0 is DGC's momentum correction (nesterov=True: Nesterov's): the
+    wrapped optimizer must then have no momentum of its own. hvd.allreduce(t,
+    compression=topk) raises ValueError: it has no key for the residual."""
 
     def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True,
                  nesterov=False):
