@@ -99,6 +99,8 @@ class TensorFlowKerasState(ObjectState):
         _assign(self.model.variables, self._saved_model)
         if self.optimizer is not None:
             _assign(_optimizer_variables(self.optimizer), self._saved_optimizer)
+        if self._saved_topk is not None:
+            self.optimizer._zen_topk.load_state(self._saved_topk)
         super().restore()
 
     def sync(self):
@@ -112,6 +114,11 @@ class TensorFlowKerasState(ObjectState):
         self._saved_model = _copies(self.model.variables)
         self._saved_optimizer = [] if self.optimizer is None else \
             _copies(_optimizer_variables(self.optimizer))
+        # A DistributedOptimizer's Compression.topk residuals and momenta: per rank (a sync
+        # keeps each rank's own), restored with the commit so that the steps run again do
+        # not send what they had left in them a second time.
+        topk = getattr(self.optimizer, "_zen_topk", None)
+        self._saved_topk = topk.state() if topk is not None else None
 
 
 class TensorFlowState(ObjectState):

@@ -108,6 +108,8 @@ def DistributedOptimizer(optimizer, name=None, use_locking=False, device_dense="
     distributed = cls.from_config(optimizer.get_config())
     prefix = "DistributedOptimizer.%s" % (name or optimizer.name)
     distributed._zen_adasum = None
+    # Its residuals are saved and restored with the optimizer's by TensorFlowKerasState.
+    distributed._zen_topk = compression if isinstance(compression, TopKCompressor) else None
     if op == Adasum:
         check_adasum_arguments("DistributedOptimizer", compression, gradient_predivide_factor)
         # Horovod's _DistributedAdasumOptimizer: the gradients stay local (summed over the

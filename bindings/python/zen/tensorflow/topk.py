@@ -133,6 +133,19 @@ class TopKCompressor(TopKCompressorBase):
             return tensor
         return tf.reshape(tf.convert_to_tensor(tensor), ctx)
 
+    def state(self):
+        """Copies of the residuals and momenta, eagerly (what elastic's TensorFlowKerasState
+        saves at a commit)."""
+        return ({k: tf.identity(v) for k, v in self._residuals.items()},
+                {k: tf.identity(v) for k, v in self._momenta.items()})
+
+    def load_state(self, state):
+        """The values of state() back into the variables; one made since is zeroed (the
+        commit predates it)."""
+        for states, saved in zip((self._residuals, self._momenta), state):
+            for key, variable in states.items():
+                variable.assign(saved[key] if key in saved else tf.zeros_like(variable))
+
     def residual(self, key):
         """What key's gradients have not sent yet (flattened) in the current graph (eagerly:
         the only one), or None before its first."""

@@ -129,6 +129,17 @@ class TopKCompressor(TopKCompressorBase):
             self._generators[device].manual_seed(0x5A3D)
         return self._generators[device]
 
+    def state(self):
+        """Copies of the residuals and momenta (what elastic's TorchState saves at a commit)."""
+        return ({k: v.clone() for k, v in self._residuals.items()},
+                {k: v.clone() for k, v in self._momenta.items()})
+
+    def load_state(self, state):
+        """The residuals and momenta of state() back (copied, so state can be loaded again)."""
+        residuals, momenta = state
+        self._residuals = {k: v.clone() for k, v in residuals.items()}
+        self._momenta = {k: v.clone() for k, v in momenta.items()}
+
     @staticmethod
     def decompress(tensor, ctx):
         """The reduced tensor (sparse or dense) in the gradient's shape, dense."""

@@ -10,6 +10,8 @@ Differences from Horovod, on purpose:
   fresh state when rank 0's has none (that zero step would count as a step).
 * Each handler saves what it synced (Horovod's torch handlers kept a new worker's own initial
   values as its last commit).
+* A DistributedOptimizer's Compression.topk residuals and momenta are saved and restored with
+  the optimizer (Horovod has no top-k compression).
 * reset re-shards the samplers over the new ranks, also when the sync is skipped (workers
   removed only), which Horovod's left sharded over the old ranks; commit merges what each
   rank's record_indices recorded, so that re-sharding starts from the same set everywhere.
@@ -24,6 +26,7 @@ from zen.torch.elastic.sampler import ElasticSampler
 from zen.torch.functions import (allgather_object, broadcast_object, broadcast_optimizer_state,
                                  broadcast_parameters)
 from zen.torch.mpi_ops import rank
+from zen.torch.topk import TopKCompressor
 
 
 class StateHandler:
@@ -61,6 +64,25 @@ class ModelStateHandler(StateHandler):
 
 
 class OptimizerStateHandler(StateHandler):
+    """An optimizer; a DistributedOptimizer's Compression.topk residuals and momenta too (per
+    rank, saved and restored with it: after a restore they match the committed parameters,
+    so the steps run again do not send what they had left in them a second time; a sync
+    keeps each rank's own, as they are this rank's unsent gradients)."""
+
+    def __init__(self, value):
+        super().__init__(value)
+        self._compressor_saved = _compressor_state(value)
+
+    def save(self):
+        super().save()
+        self._compressor_saved = _compressor_state(self.value)
+
+    def restore(self):
+        super().restore()
+        compressor = _topk_compressor(self.value)
+        if compressor is not None and self._compressor_saved is not None:
+            compressor.load_state(self._compressor_saved)
+
     def sync(self):
         optimizer = self.value
         stepped = broadcast_object(len(optimizer.state) > 0, root_rank=0,
@@ -85,6 +107,17 @@ class OptimizerStateHandler(StateHandler):
             for group, values in zip(optimizer.param_groups, options):
                 group.update(values)
         self.save()
+
+
+def _topk_compressor(optimizer):
+    """A DistributedOptimizer's Compression.topk, or None."""
+    compression = getattr(optimizer, "_compression", None)
+    return compression if isinstance(compression, TopKCompressor) else None
+
+
+def _compressor_state(optimizer):
+    compressor = _topk_compressor(optimizer)
+    return compressor.state() if compressor is not None else None
 
 
 class LRSchedulerStateHandler(StateHandler):
