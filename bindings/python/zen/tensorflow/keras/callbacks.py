@@ -185,7 +185,9 @@ class TopKRatioScheduleCallback(keras.callbacks.Callback):
             ratios = list(schedule)
             if not ratios:
                 raise ValueError("TopKRatioScheduleCallback: the schedule has no ratio")
-            schedule = lambda epoch: ratios[min(epoch, len(ratios) - 1)]  # noqa: E731
+
+            def schedule(epoch):
+                return ratios[min(epoch, len(ratios) - 1)]
         self.compression = compression
         self.schedule = schedule
 

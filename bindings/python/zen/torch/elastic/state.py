@@ -79,9 +79,8 @@ class OptimizerStateHandler(StateHandler):
 
     def restore(self):
         super().restore()
-        compressor = _topk_compressor(self.value)
-        if compressor is not None and self._compressor_saved is not None:
-            compressor.load_state(self._compressor_saved)
+        if self._compressor_saved is not None:  # saved from this value's compressor
+            _topk_compressor(self.value).load_state(self._compressor_saved)
 
     def sync(self):
         optimizer = self.value
