@@ -1,6 +1,10 @@
-// Chrome trace writer. File layout: "[\n" event (",\n" event)* "\n]\n". Appending overwrites
-// the trailing "\n]\n" with ",\n<events>\n]\n" in a single pwrite under an exclusive flock, so the
-// file parses as JSON after every write, including when the process dies between two writes.
+// Chrome trace writer. File layout: "[\n" event (",\n" event)* "\n]\n", with spaces before a
+// separator where an event was moved to the next page. Appending overwrites the trailing "\n]\n"
+// with ",\n<events>\n]\n" in a single pwrite under an exclusive flock, so the file parses as JSON
+// after every write, including when the process dies between two writes. A SIGKILL can still cut
+// a write that spans pages (Linux checks for a fatal signal before copying each page), so no
+// event shorter than a page straddles a page boundary: a cut write leaves whole events followed
+// by whitespace, the trace format's unterminated array.
 #include "core/timeline.h"
 
 #include <fcntl.h>
@@ -73,6 +77,16 @@ bool writeAll(int fd, const std::string& bytes, int64_t offset) {
 
 constexpr char kClose[] = "\n]\n";
 
+// Appends piece to bytes, which go to the file from offset start; spaces first where the piece
+// would otherwise straddle a page boundary it fits within.
+void appendWithinPage(std::string& bytes, int64_t start, const std::string& piece, int64_t page) {
+  const int64_t room = page - (start + static_cast<int64_t>(bytes.size())) % page;
+  if (static_cast<int64_t>(piece.size()) > room && static_cast<int64_t>(piece.size()) <= page) {
+    bytes.append(static_cast<size_t>(room), ' ');
+  }
+  bytes += piece;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Timeline>> Timeline::open(const std::string& path,
@@ -98,6 +112,7 @@ Timeline::Timeline(int fd, std::string path, int rank, bool markCycles)
       rank_(rank),
       markCycles_(markCycles),
       start_(Clock::now()),
+      pageSize_(sysconf(_SC_PAGESIZE)),
       fileEnd_(1),
       writer_([this] { writerLoop(); }) {}
 
@@ -218,9 +233,10 @@ void Timeline::writerLoop() {
     batch.swap(pending_);
     lock.unlock();
     std::string bytes;
+    bool first = empty_;
     for (const auto& event : batch) {
-      bytes += (empty_ && bytes.empty()) ? "\n" : ",\n";
-      bytes += event;
+      appendWithinPage(bytes, fileEnd_, (first ? "\n" : ",\n") + event, pageSize_);
+      first = false;
     }
     const int64_t eventsEnd = fileEnd_ + static_cast<int64_t>(bytes.size());
     bytes += kClose;

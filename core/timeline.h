@@ -26,10 +26,13 @@ using TimelineArgs = std::vector<std::pair<std::string, std::string>>;
 // PUSH, AGGREGATE, ENCODE, PULL, DECODE, or the dense op), each with arguments.
 //
 // Events go through a queue to a writer thread, so the daemon never waits on the disk. The
-// file is valid JSON at every moment: each batch of events is written, together with the
-// closing "]", by ONE pwrite over the previous closing bracket, so a crash leaves either the
-// old or the new complete array, and so does a concurrent reader holding a shared flock
-// (the writer holds an exclusive one while it writes).
+// file is valid JSON after every write: each batch of events is written, together with the
+// closing "]", by ONE pwrite over the previous closing bracket, so a crash between writes
+// leaves the old or the new complete array, and so does a concurrent reader holding a shared
+// flock (the writer holds an exclusive one while it writes). A SIGKILL during a write that
+// spans pages can cut it at a page boundary; events are laid out so that none shorter than a
+// page straddles one, so such a file holds whole events and lacks only its closing "]" (the
+// trace format's unterminated array, which viewers and zen-timeline read).
 class Timeline {
  public:
   using Clock = std::chrono::steady_clock;
@@ -79,6 +82,7 @@ class Timeline {
   const int rank_;
   const bool markCycles_;
   const Clock::time_point start_;
+  const int64_t pageSize_;
 
   std::mutex mu_;
   std::condition_variable wake_;

@@ -21,7 +21,7 @@ std::string tempPath(const char* name) {
 }
 
 // Reads under a shared flock, as the timeline's documented reader protocol says.
-nlohmann::json readJson(const std::string& path) {
+std::string readText(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) throw std::runtime_error("cannot open " + path);
   ::flock(fd, LOCK_SH);
@@ -30,7 +30,19 @@ nlohmann::json readJson(const std::string& path) {
   for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) text.append(buf, n);
   ::flock(fd, LOCK_UN);
   ::close(fd);
-  return nlohmann::json::parse(text);  // throws on invalid JSON
+  return text;
+}
+
+nlohmann::json readJson(const std::string& path) {
+  return nlohmann::json::parse(readText(path));  // throws on invalid JSON
+}
+
+// The events of a complete array, or of an unterminated one: whole events and whitespace
+// without the closing bracket, what a write cut at a page boundary leaves. Throws on anything
+// else, such as a text that ends inside an event.
+nlohmann::json parseTrace(const std::string& text) {
+  if (nlohmann::json::accept(text)) return nlohmann::json::parse(text);
+  return nlohmann::json::parse(text + "]");
 }
 
 TEST(Timeline, RowsPhasesAndArgsAreInTheTrace) {
@@ -136,31 +148,64 @@ TEST(Timeline, ValidJsonAtEveryMomentWhileThreadsWrite) {
   EXPECT_EQ(begins, 6000);
 }
 
+// Every page boundary of a file written in batches of events of many sizes falls between
+// whole events (or inside the closing bracket): what a write cut there leaves is a trace.
+TEST(Timeline, NoEventStraddlesAPageBoundary) {
+  const auto path = tempPath("timeline_pages");
+  auto t = Timeline::open(path, 0, false);
+  ASSERT_TRUE(t.isOk());
+  auto& tl = *t.value();
+  std::vector<std::thread> writers;
+  for (int w = 0; w < 2; ++w) {
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < 150; ++i) {
+        // 0 to ~2,600 bytes of arguments: events from one line to most of a page.
+        tl.begin("t" + std::to_string(w), "PUSH",
+                 {{"note", std::string(static_cast<size_t>((i * 379 + w * 101) % 2600), 'x')}});
+        if (i % 50 == 0) tl.flush();
+      }
+    });
+  }
+  for (auto& w : writers) w.join();
+  tl.flush();
+  const std::string text = readText(path);
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  ASSERT_GT(text.size(), 40 * page);
+  EXPECT_EQ(readJson(path).size(), 304u);  // 300 begins, each row's name and sort index
+  for (size_t cut = page; cut < text.size(); cut += page) {
+    ASSERT_NO_THROW(parseTrace(text.substr(0, cut))) << "cut at " << cut;
+  }
+}
+
 TEST(Timeline, StaysValidWhenTheProcessIsKilled) {
   const auto path = tempPath("timeline_killed");
-  const pid_t child = fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    auto t = Timeline::open(path, 0, false);
-    if (!t.isOk()) _exit(3);
-    for (int64_t i = 0;; ++i) t.value()->begin("row" + std::to_string(i % 5), "PULL");
-  }
-  // Killed once the trace holds more than 10 events (after a fixed sleep, a child
-  // descheduled under load might not have written them yet).
-  size_t written = 0;
-  for (int i = 0; i < 3000 && written <= 10; ++i) {
-    usleep(10 * 1000);
-    try {
-      written = readJson(path).size();
-    } catch (const std::exception&) {  // not created yet
+  // Killed many times at arbitrary moments of writes that span many pages.
+  for (int round = 0; round < 10; ++round) {
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto t = Timeline::open(path, 0, false);
+      if (!t.isOk()) _exit(3);
+      for (int64_t i = 0;; ++i) t.value()->begin("row" + std::to_string(i % 5), "PULL");
     }
+    // Killed once the trace holds more than 10 events (after a fixed sleep, a child
+    // descheduled under load might not have written them yet).
+    size_t written = 0;
+    for (int i = 0; i < 3000 && written <= 10; ++i) {
+      usleep(static_cast<useconds_t>((1 + round % 3) * 1000));
+      try {
+        written = parseTrace(readText(path)).size();
+      } catch (const std::exception&) {  // not created yet (or still the previous round's)
+      }
+    }
+    kill(child, SIGKILL);
+    int status = 0;
+    waitpid(child, &status, 0);
+    ASSERT_TRUE(WIFSIGNALED(status));
+    const auto j = parseTrace(readText(path));
+    EXPECT_GT(j.size(), 10u) << "round " << round;
+    ::unlink(path.c_str());
   }
-  kill(child, SIGKILL);
-  int status = 0;
-  waitpid(child, &status, 0);
-  ASSERT_TRUE(WIFSIGNALED(status));
-  const auto j = readJson(path);
-  EXPECT_GT(j.size(), 10u);
 }
 
 TEST(Timeline, UnwritablePathIsAClearError) {
