@@ -263,6 +263,15 @@ Status CpuExecutor::sparse(const Response& r,
   o.memoryFactor = options_.memoryFactor;
   o.pool = pool_.get();
   o.workspace = &workspace_;
+  // A bucket of one tensor with a dense output (a top-k compressed gradient, a densified
+  // embedding gradient): the scheme writes it directly, without the sorted sparse result
+  // and the split.
+  const bool inPlace =
+      entries.size() == 1 && entries.front() != nullptr && entries.front()->output.data != nullptr;
+  if (inPlace) {
+    o.denseOutput = true;
+    o.denseOutputView = entries.front()->output;
+  }
   report->nnz = o.input.nnz;
   report->rows = r.totalRows;
   addPhase(report, "FUSE", start, Clock::now());
@@ -287,6 +296,7 @@ Status CpuExecutor::sparse(const Response& r,
   }
   if (autoScheme) ZEN_RETURN_IF_ERROR(autoScheme_.record(autoKey, stats, *transport_));
 
+  if (inPlace) return Status::ok();
   start = Clock::now();
   SparseBucket::split(r, entries, sparseResult_.sparse, pool_.get());
   addPhase(report, "UNFUSE", start, Clock::now());

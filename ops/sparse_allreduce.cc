@@ -50,6 +50,17 @@ Status checkLocal(const SparseAllreduceOptions& o) {
                 "row size must be in [1, {}], got {}", kMaxWireRowSize, in.rowSize);
   ZEN_CHECK_ARG(resolveScheme(o.scheme) != Scheme::kZen || in.nnz < (int64_t{1} << 32) - 1,
                 "{} entries exceed zen's 2^32 - 1 per call", in.nnz);
+  const DenseView& out = o.denseOutputView;
+  if (out.data != nullptr) {
+    ZEN_CHECK_ARG(o.denseOutput, "a dense output view is set but the output is sparse");
+    ZEN_CHECK_ARG(out.device.kind == Device::Kind::kCpu,
+                  "the dense output is on {}; the CPU sparse allreduce needs host memory",
+                  out.device.toString());
+    ZEN_CHECK_ARG(out.dtype == in.dtype && out.shape.numElements() == in.numRows * in.rowSize,
+                  "the dense output ({} x {}) does not hold {} rows of {} {}",
+                  out.shape.numElements(), dataTypeName(out.dtype), in.numRows, in.rowSize,
+                  dataTypeName(in.dtype));
+  }
   return validateSparse(in);
 }
 
@@ -60,21 +71,22 @@ Status runLocal(const SparseAllreduceOptions& o, Scheme scheme, SparseAllreduceR
   if (scheme != Scheme::kDense) {
     result->stats.outputNnz = coalesced.nnz();
     if (o.denseOutput) {
-      scatterToDense(coalesced, &result->dense);
+      scatterToDense(coalesced, zeroedDenseOutput(o, result));
       result->sparse = emptyLike(o.input);
     } else {
       result->sparse = std::move(coalesced);
     }
     return Status::ok();
   }
-  scatterToDense(coalesced, &result->dense);
+  std::byte* dense = zeroedDenseOutput(o, result);
+  scatterToDense(coalesced, dense);
   if (o.denseOutput) {
     result->sparse = emptyLike(o.input);
     result->stats.outputNnz = o.input.numRows;
     return Status::ok();
   }
   DenseView view;
-  view.data = result->dense.data();
+  view.data = dense;
   view.dtype = o.input.dtype;
   view.shape = TensorShape({o.input.numRows, o.input.rowSize});
   ZEN_RETURN_IF_ERROR(extractNonzeroRows(view, &result->sparse));
@@ -124,12 +136,23 @@ Status runScheme(const SparseAllreduceOptions& o, Scheme scheme, SparseAllreduce
 void emptyResult(const SparseAllreduceOptions& o, Scheme scheme, SparseAllreduceResult* result) {
   result->sparse = emptyLike(o.input);
   if (o.denseOutput) {
-    result->dense.assign(static_cast<size_t>(o.input.numRows) * o.input.rowBytes(), std::byte{0});
+    zeroedDenseOutput(o, result);
     result->stats.outputNnz = scheme == Scheme::kDense ? o.input.numRows : 0;
   }
 }
 
 }  // namespace
+
+std::byte* zeroedDenseOutput(const SparseAllreduceOptions& options, SparseAllreduceResult* result) {
+  const size_t bytes = static_cast<size_t>(options.input.numRows) * options.input.rowBytes();
+  if (options.denseOutputView.data == nullptr) {
+    result->dense.assign(bytes, std::byte{0});
+    return result->dense.data();
+  }
+  auto* out = static_cast<std::byte*>(options.denseOutputView.data);
+  zeroFill(out, bytes, options.pool);
+  return out;
+}
 
 SparseAllreduceWorkspace::SparseAllreduceWorkspace() = default;
 SparseAllreduceWorkspace::~SparseAllreduceWorkspace() = default;

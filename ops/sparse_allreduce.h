@@ -61,6 +61,10 @@ struct SparseAllreduceOptions {
   ReduceOp op = ReduceOp::kSum;
   Scheme scheme = Scheme::kZen;  // kAuto: the dispatcher picks (see sparse_allreduce.cc)
   bool denseOutput = false;      // fill result->dense instead of result->sparse
+  // With denseOutput, optional: the result is written here instead (host memory, numRows x
+  // rowSize of the dtype, every element overwritten; e.g. a bucket's only tensor's output,
+  // which then needs no copy) and result->dense stays empty.
+  DenseView denseOutputView;
   // The zen scheme's IndexMap seed (owner and local position of every row): must be equal on
   // every rank (checked). Algorithm 1's level-2 settings are local and may differ.
   uint64_t seed = 0x5eed2e2ULL;
@@ -95,9 +99,15 @@ struct SparseAllreduceResult {
   // Coalesced rows, indices ascending: the union of the rows any rank sent (a row whose
   // sum is zero is kept) for the sparse schemes; for `dense`, the non-zero rows.
   SparseTensor sparse;
-  std::vector<std::byte> dense;  // [numRows x rowSize] of the dtype, when denseOutput
+  // [numRows x rowSize] of the dtype, when denseOutput without a denseOutputView.
+  std::vector<std::byte> dense;
   SyncStats stats;
 };
+
+// The call's dense output, [numRows x rowSize] of the dtype, zeroed: options.denseOutputView's
+// memory when set (zeroed on options.pool), else result->dense's (its capacity kept across
+// calls). For the schemes.
+std::byte* zeroedDenseOutput(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
 
 // Validates locally (rowSize, CPU tensor, index range), short-circuits size == 1, then sends
 // every rank's call summary (~56 bytes) to every rank in the call's first collective (zen,

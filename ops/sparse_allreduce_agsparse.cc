@@ -75,7 +75,7 @@ Status sparseAllreduceAgSparse(const SparseAllreduceOptions& o,
   ZEN_RETURN_IF_ERROR(coalesceRows(views, divisor, &result->sparse, coalesceScratch(o)));
   result->stats.outputNnz = result->sparse.nnz();
   if (o.denseOutput) {
-    scatterToDense(result->sparse, &result->dense);
+    scatterToDense(result->sparse, zeroedDenseOutput(o, result));
     result->sparse = emptyLike(in);
   }
   mark("coalesce");

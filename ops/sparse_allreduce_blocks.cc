@@ -125,16 +125,16 @@ class BlockOwner {
   uint64_t received_ = 0;      // blocks received in the push, own included: the load
 };
 
-// Step 5: every owner's pull part into the output; returns the owners' loads in *loads.
+// Step 5: every owner's pull part into `dense` (zeroed), or into the result's sparse output
+// when that is null; returns the owners' loads in *loads.
 template <typename T>
 Status decodePull(const BlockGeometry& g,
                   const std::vector<ByteVector>& parts,
-                  bool denseOutput,
+                  std::byte* dense,
                   SparseAllreduceResult* result,
                   std::vector<uint64_t>* loads) {
   const size_t rowBytes = static_cast<size_t>(g.rowSize) * sizeof(T);
   SparseTensor& s = result->sparse;
-  if (denseOutput) result->dense.assign(static_cast<size_t>(g.numRows) * rowBytes, std::byte{0});
   int64_t rowsOut = 0;
   loads->assign(parts.size(), 0);
   for (size_t p = 0; p < parts.size(); ++p) {
@@ -152,8 +152,8 @@ Status decodePull(const BlockGeometry& g,
                      if (!maskBit(mask, r)) continue;
                      const int64_t index = block * g.rowsPerBlock + r;
                      const uint8_t* row = values + r * rowBytes;
-                     if (denseOutput) {
-                       std::memcpy(result->dense.data() + index * rowBytes, row, rowBytes);
+                     if (dense != nullptr) {
+                       std::memcpy(dense + index * rowBytes, row, rowBytes);
                      } else {
                        s.indices.push_back(index);
                        const auto* b = reinterpret_cast<const std::byte*>(row);
@@ -221,7 +221,9 @@ Status runBlocks(const SparseAllreduceOptions& options,
   start = Clock::now();
   std::vector<uint64_t> loads;
   result->sparse = emptyLike(options.input);
-  ZEN_RETURN_IF_ERROR(decodePull<T>(g, gathered, options.denseOutput, result, &loads));
+  ZEN_RETURN_IF_ERROR(
+      decodePull<T>(g, gathered, options.denseOutput ? zeroedDenseOutput(options, result) : nullptr,
+                    result, &loads));
   const uint64_t total = std::accumulate(loads.begin(), loads.end(), uint64_t{0});
   const uint64_t busiest = *std::max_element(loads.begin(), loads.end());
   result->stats.imbalance = total == 0 ? 1.0 : static_cast<double>(busiest) * n / total;

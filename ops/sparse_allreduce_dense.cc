@@ -28,12 +28,13 @@ Status sparseAllreduceDense(const SparseAllreduceOptions& o, SparseAllreduceResu
 
   SparseTensor coalesced;
   ZEN_RETURN_IF_ERROR(coalesceRows({in}, 1, &coalesced, coalesceScratch(o)));
-  scatterToDense(coalesced, &result->dense);
+  std::byte* dense = zeroedDenseOutput(o, result);
+  scatterToDense(coalesced, dense);
   mark("densify");
 
   const size_t count = static_cast<size_t>(in.numRows) * static_cast<size_t>(in.rowSize);
-  ZEN_RETURN_IF_ERROR(t.allreduce(result->dense.data(), count, in.dtype));
-  divideInPlace(result->dense.data(), count, in.dtype, o.op == ReduceOp::kAverage ? t.size() : 1);
+  ZEN_RETURN_IF_ERROR(t.allreduce(dense, count, in.dtype));
+  divideInPlace(dense, count, in.dtype, o.op == ReduceOp::kAverage ? t.size() : 1);
   mark("allreduce");
 
   if (o.denseOutput) {
@@ -42,7 +43,7 @@ Status sparseAllreduceDense(const SparseAllreduceOptions& o, SparseAllreduceResu
     return Status::ok();
   }
   DenseView view;
-  view.data = result->dense.data();
+  view.data = dense;
   view.dtype = in.dtype;
   view.shape = TensorShape({in.numRows, in.rowSize});
   ZEN_RETURN_IF_ERROR(extractNonzeroRows(view, &result->sparse));

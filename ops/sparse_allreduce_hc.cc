@@ -176,13 +176,12 @@ class MergedSet {
     return Status::ok();
   }
 
-  // Divides (Average: by n), rounds once and writes the set into the result's sparse or dense
-  // output.
-  void output(int divisor, bool denseOutput, SparseAllreduceResult* result) const {
+  // Divides (Average: by n), rounds once and writes the set into `dense` (zeroed), or into the
+  // result's sparse output when that is null.
+  void output(int divisor, std::byte* dense, SparseAllreduceResult* result) const {
     const size_t rowElems = static_cast<size_t>(rowSize_);
-    if (denseOutput) {
-      result->dense.assign(static_cast<size_t>(numRows_) * rowElems * sizeof(T), std::byte{0});
-      T* out = reinterpret_cast<T*>(result->dense.data());
+    if (dense != nullptr) {
+      T* out = reinterpret_cast<T*>(dense);
       if (dense_) {
         for (int64_t r = 0; r < numRows_; ++r) {
           finishRow<T>(denseValues_.data() + r * rowSize_, rowSize_, divisor, out + r * rowSize_);
@@ -331,7 +330,8 @@ Status runHc(const SparseAllreduceOptions& options, SparseAllreduceResult* resul
   sparse.dtype = options.input.dtype;
   sparse.indices.clear();
   sparse.values.clear();
-  set.output(options.op == ReduceOp::kAverage ? n : 1, options.denseOutput, result);
+  set.output(options.op == ReduceOp::kAverage ? n : 1,
+             options.denseOutput ? zeroedDenseOutput(options, result) : nullptr, result);
   result->stats.outputNnz = set.rows();
   phases.emplace_back("output", secondsSince(start));
   return Status::ok();

@@ -216,15 +216,14 @@ Result<int64_t> visitPullPart(
   }
 }
 
-// Step 6 into result->dense: parts own disjoint rows, so they decode in parallel.
+// Step 6 into the dense output: parts own disjoint rows, so they decode in parallel.
 Status decodeDense(const Zen& ws,
                    const RowFormat& f,
-                   int64_t numRows,
-                   ThreadPool* pool,
+                   const SparseAllreduceOptions& o,
                    SparseAllreduceResult* result) {
   const size_t rb = f.rowBytes();
-  result->dense.assign(static_cast<size_t>(numRows) * rb, std::byte{0});
-  std::byte* dense = result->dense.data();
+  std::byte* dense = zeroedDenseOutput(o, result);
+  ThreadPool* pool = o.pool;
   const int n = ws.n;
   std::vector<Result<int64_t>> counts(n, Status::ok());
   auto decodePart = [&](int64_t j) {
@@ -443,7 +442,7 @@ Status sparseAllreduceZen(const SparseAllreduceOptions& o,
   clock.mark("pull");
 
   // 6. Decode.
-  Status decoded = o.denseOutput ? decodeDense(ws, format, in.numRows, o.pool, result)
+  Status decoded = o.denseOutput ? decodeDense(ws, format, o, result)
                                  : decodeSparse(ws, format, in.numRows, o.pool, result);
   clock.mark("decode");
   return decoded;

@@ -242,8 +242,10 @@ int main(int argc, char** argv) {
       "dtype", po::value(&dtype)->default_value(dtype),
       "float32|f32, float16|f16, bfloat16|bf16, "
       "float64|f64")("op", po::value(&op)->default_value(op), "sum or average")(
-      "output", po::value(&output)->default_value(output), "dense or sparse result")(
-      "iters", po::value(&o.iters)->default_value(o.iters), "timed iterations")(
+      "output", po::value(&output)->default_value(output),
+      "dense (written into a tensor in place, as the runtime's one-tensor buckets), "
+      "sparse, or split (the sparse result split into the tensor, as the runtime's fused "
+      "buckets)")("iters", po::value(&o.iters)->default_value(o.iters), "timed iterations")(
       "warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed iterations first")(
       "seed", po::value(&o.seed)->default_value(o.seed), "input seed")(
       "timeout", po::value(&o.timeoutSeconds)->default_value(o.timeoutSeconds),
@@ -299,10 +301,12 @@ int main(int argc, char** argv) {
     return fail(ZEN_ERROR(StatusCode::kInvalidArgument, "--op must be sum or average"));
   }
   o.op = op == "sum" ? ops::ReduceOp::kSum : ops::ReduceOp::kAverage;
-  if (output != "dense" && output != "sparse") {
-    return fail(ZEN_ERROR(StatusCode::kInvalidArgument, "--output must be dense or sparse"));
+  if (output != "dense" && output != "sparse" && output != "split") {
+    return fail(ZEN_ERROR(StatusCode::kInvalidArgument, "--output must be dense, sparse or split"));
   }
-  o.denseOutput = output == "dense";
+  o.output = output == "dense"    ? bench::BenchOutput::kDense
+             : output == "sparse" ? bench::BenchOutput::kSparse
+                                  : bench::BenchOutput::kSplit;
   if (mpiThreads != "multiple" && mpiThreads != "serialized") {
     return fail(
         ZEN_ERROR(StatusCode::kInvalidArgument, "--mpi-threads must be multiple or serialized"));

@@ -21,7 +21,7 @@ std::string describe(const BenchOptions& o, int ranks, const std::string& transp
       "op {}, {} output, {} iters after {} warm-up",
       schemes, transportName, ranks, o.threads, o.rows, o.rowSize, dataTypeName(o.dtype),
       o.zipf ? fmt::format("zipf (s {})", o.zipfS) : "uniform", o.overlap, ops::reduceOpName(o.op),
-      o.denseOutput ? "dense" : "sparse", o.iters, o.warmup);
+      benchOutputName(o.output), o.iters, o.warmup);
   if (o.linkGbps > 0) text += fmt::format(", modeled link {} Gbps", o.linkGbps);
   return text;
 }
@@ -160,10 +160,10 @@ Status writeJson(const std::string& path,
   fmt::print(
       f,
       "\"rowSize\": {}, \"dtype\": \"{}\", \"skew\": \"{}\", \"zipfS\": {}, \"overlap\": {}, "
-      "\"op\": \"{}\", \"denseOutput\": {}, \"iters\": {}, \"warmup\": {}, \"linkGbps\": "
+      "\"op\": \"{}\", \"output\": \"{}\", \"iters\": {}, \"warmup\": {}, \"linkGbps\": "
       "{}}},\n  \"rows\": [",
       o.rowSize, dataTypeName(o.dtype), o.zipf ? "zipf" : "uniform", o.zipfS, o.overlap,
-      ops::reduceOpName(o.op), o.denseOutput, o.iters, o.warmup, o.linkGbps);
+      ops::reduceOpName(o.op), benchOutputName(o.output), o.iters, o.warmup, o.linkGbps);
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row& r = rows[i];
     fmt::print(f,

@@ -11,6 +11,7 @@
 #include <unordered_set>
 
 #include "ops/auto_scheme.h"
+#include "ops/cpu_sparse_bucket.h"
 #include "ops/sparse_rows.h"
 #include "test/common/sparse_inputs.h"
 
@@ -59,11 +60,12 @@ SparseTensor makeInput(const BenchOptions& o, double density, int rank) {
   return testing::makeSparse(std::move(indices), o.rows, o.rowSize, o.dtype, rng);
 }
 
-// The result as dense bytes, whatever form it came in.
-std::vector<std::byte> denseOf(const ops::SparseAllreduceResult& r, bool denseOutput) {
-  if (denseOutput) return r.dense;
-  std::vector<std::byte> dense;
-  ops::scatterToDense(r.sparse, &dense);
+// The result as dense bytes: the output tensor, or the sparse result scattered.
+std::vector<std::byte> denseOf(const ops::SparseAllreduceResult& r,
+                               const std::vector<std::byte>* outputTensor) {
+  if (outputTensor != nullptr) return *outputTensor;
+  std::vector<std::byte> dense(static_cast<size_t>(r.sparse.numRows) * r.sparse.rowBytes());
+  ops::scatterToDense(r.sparse, dense.data());
   return dense;
 }
 
@@ -92,12 +94,14 @@ void addPhases(const ops::SyncStats& stats, Sample* sample) {
   }
 }
 
+// outputTensor: the dense output's memory (null for a sparse output).
 Status runScheme(ops::Transport& t,
                  const BenchOptions& o,
                  const SparseTensor& input,
                  Scheme scheme,
                  ThreadPool* pool,
                  ops::SparseAllreduceWorkspace* workspace,
+                 std::vector<std::byte>* outputTensor,
                  ops::SparseAllreduceResult* last,
                  Sample* sample) {
   ops::SparseAllreduceOptions options;
@@ -106,13 +110,34 @@ Status runScheme(ops::Transport& t,
   options.input = input.view();
   options.op = o.op;
   options.scheme = scheme;
-  options.denseOutput = o.denseOutput;
+  const DenseView tensor{outputTensor != nullptr ? outputTensor->data() : nullptr, o.dtype,
+                         TensorShape({o.rows, o.rowSize}), Device::cpu()};
+  options.denseOutput = o.output == BenchOutput::kDense;
+  if (options.denseOutput) options.denseOutputView = tensor;
   options.workspace = workspace;
+  // kSplit: the split of a bucket of this one tensor.
+  Response bucket;
+  bucket.dtype = o.dtype;
+  bucket.rowSize = o.rowSize;
+  bucket.shapes = {tensor.shape};
+  bucket.rowOffsets = {0};
+  bucket.totalRows = o.rows;
+  TensorEntry entry;
+  entry.output = tensor;
+  const std::vector<TensorEntry*> entries{&entry};
   auto call = [&]() -> Status {
     Status s = ops::sparseAllreduce(options, last);
-    if (s.isOk()) return s;
-    return ZEN_ERROR(s.code(), "rank {}, scheme {}: {}", t.rank(), schemeName(options.scheme),
-                     s.toString());
+    if (!s.isOk()) {
+      return ZEN_ERROR(s.code(), "rank {}, scheme {}: {}", t.rank(), schemeName(options.scheme),
+                       s.toString());
+    }
+    if (o.output == BenchOutput::kSplit) {
+      const auto start = Clock::now();
+      ops::SparseBucket::split(bucket, entries, last->sparse, pool);
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      last->stats.phases.emplace_back("split", seconds);
+    }
+    return s;
   };
   if (scheme == Scheme::kAuto) {
     // As the executor profiles a bucket (untimed here, so that the timed loop measures what a
@@ -152,6 +177,18 @@ Status runScheme(ops::Transport& t,
 
 }  // namespace
 
+const char* benchOutputName(BenchOutput output) {
+  switch (output) {
+    case BenchOutput::kSparse:
+      return "sparse";
+    case BenchOutput::kDense:
+      return "dense";
+    case BenchOutput::kSplit:
+      return "split";
+  }
+  return "?";
+}
+
 std::vector<Scheme> runOrder(const BenchOptions& options) {
   std::vector<Scheme> order = {Scheme::kDense};
   for (Scheme s : options.schemes) {
@@ -169,6 +206,10 @@ Status runRank(ops::Transport& t, const BenchOptions& o, std::vector<std::vector
   std::unique_ptr<ThreadPool> pool;
   if (o.threads > 1) pool = std::make_unique<ThreadPool>(o.threads);
   ops::SparseAllreduceWorkspace workspace;
+  const bool toTensor = o.output != BenchOutput::kSparse;
+  std::vector<std::byte> outputTensor;
+  if (toTensor) outputTensor.resize(static_cast<size_t>(o.rows * o.rowSize) * elementSize);
+  std::vector<std::byte>* output = toTensor ? &outputTensor : nullptr;
   std::vector<Sample> mine;
   for (double density : o.densities) {
     const SparseTensor input = makeInput(o, density, t.rank());
@@ -176,8 +217,11 @@ Status runRank(ops::Transport& t, const BenchOptions& o, std::vector<std::vector
     for (Scheme scheme : order) {
       Sample sample;
       ops::SparseAllreduceResult last;
-      ZEN_RETURN_IF_ERROR(runScheme(t, o, input, scheme, pool.get(), &workspace, &last, &sample));
-      std::vector<std::byte> dense = denseOf(last, o.denseOutput);
+      // Poisoned: a scheme must write every element, whatever the last one left there.
+      std::fill(outputTensor.begin(), outputTensor.end(), std::byte{0xa5});
+      ZEN_RETURN_IF_ERROR(
+          runScheme(t, o, input, scheme, pool.get(), &workspace, output, &last, &sample));
+      std::vector<std::byte> dense = denseOf(last, output);
       if (scheme == Scheme::kDense) {
         reference = std::move(dense);
       } else {

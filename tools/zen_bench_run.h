@@ -17,6 +17,12 @@
 
 namespace zen::bench {
 
+// What a call produces: the sparse result; the dense tensor, written in place (as the
+// runtime's one-tensor buckets); or the sparse result split into the dense tensor afterwards
+// (as the runtime's fused buckets, ops/cpu_sparse_bucket.h).
+enum class BenchOutput { kSparse, kDense, kSplit };
+const char* benchOutputName(BenchOutput output);
+
 struct BenchOptions {
   std::vector<Scheme> schemes;  // in table order
   // auto (ops/auto_scheme.h): k x P profiling calls before the warm-up, then the chosen scheme.
@@ -35,7 +41,7 @@ struct BenchOptions {
   double zipfS = 1.1;
   DataType dtype = DataType::kFloat32;
   ops::ReduceOp op = ops::ReduceOp::kSum;
-  bool denseOutput = true;
+  BenchOutput output = BenchOutput::kDense;
   int iters = 20;
   int warmup = 5;
   uint64_t seed = 1;

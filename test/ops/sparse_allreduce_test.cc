@@ -153,21 +153,36 @@ std::string describe(const Case& c, int n) {
                      c.zipf ? "zipf" : "uniform", c.seed);
 }
 
+// Half the dense cases write into a tensor of the caller's (denseOutputView), as the runtime's
+// one-tensor buckets do; it starts poisoned, so every element must be written.
+void maybeIntoTensor(const Case& c, SparseAllreduceOptions* o, std::vector<std::byte>* tensor) {
+  tensor->clear();
+  if (!c.denseOutput || c.seed % 4 >= 2) return;
+  tensor->assign(static_cast<size_t>(c.numRows() * c.rowSize) * dataTypeSize(c.dtype),
+                 std::byte{0xa5});
+  o->denseOutputView =
+      DenseView{tensor->data(), c.dtype, TensorShape({c.numRows(), c.rowSize}), Device::cpu()};
+}
+
+// tensor: the caller's dense output (maybeIntoTensor), empty when the result holds it.
 void checkResult(const Case& c,
                  Scheme scheme,
                  int n,
                  const std::vector<SparseTensor>& inputs,
                  const Status& status,
-                 const SparseAllreduceResult& result) {
+                 const SparseAllreduceResult& result,
+                 const std::vector<std::byte>& tensor = {}) {
   SCOPED_TRACE(describe(c, n));
   ASSERT_TRUE(status.isOk()) << status.toString();
   const ref::DenseSum sum = ref::denseSum(ref::views(inputs));
   const int divisor = c.op == ReduceOp::kAverage ? n : 1;
   const double tol = c.op == ReduceOp::kAverage ? ref::averageTolerance(c.dtype) : 0.0;
   if (c.denseOutput) {
-    ASSERT_EQ(result.dense.size(), static_cast<size_t>(sum.numRows) *
-                                       static_cast<size_t>(sum.rowSize) * dataTypeSize(c.dtype));
-    EXPECT_TRUE(ref::denseMatches(result.dense.data(), sum, divisor, tol));
+    const std::vector<std::byte>& dense = tensor.empty() ? result.dense : tensor;
+    if (!tensor.empty()) EXPECT_TRUE(result.dense.empty());
+    ASSERT_EQ(dense.size(), static_cast<size_t>(sum.numRows) * static_cast<size_t>(sum.rowSize) *
+                                dataTypeSize(c.dtype));
+    EXPECT_TRUE(ref::denseMatches(dense.data(), sum, divisor, tol));
   } else if (scheme == Scheme::kDense) {
     EXPECT_TRUE(nonzeroRowsMatch(result.sparse, sum, divisor, tol));
   } else {
@@ -195,9 +210,11 @@ TEST_P(SparseAllreduceTest, MatchesDenseReference) {
       SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
       o.op = c.op;
       o.denseOutput = c.denseOutput;
+      std::vector<std::byte> tensor;
+      maybeIntoTensor(c, &o, &tensor);
       SparseAllreduceResult result;
       const Status s = sparseAllreduce(o, &result);
-      checkResult(c, scheme(), n, inputs, s, result);
+      checkResult(c, scheme(), n, inputs, s, result, tensor);
     }
   });
 }
@@ -222,9 +239,11 @@ TEST_P(SparseAllreduceTest, ReusesWorkspaceAcrossChangingCalls) {
       o.denseOutput = c.denseOutput;
       o.workspace = &workspace;
       o.pool = c.seed % 2 == 0 ? &pool : nullptr;
+      std::vector<std::byte> tensor;
+      maybeIntoTensor(c, &o, &tensor);
       SparseAllreduceResult result;
       const Status s = sparseAllreduce(o, &result);
-      checkResult(c, scheme(), t.size(), inputs, s, result);
+      checkResult(c, scheme(), t.size(), inputs, s, result, tensor);
     }
   });
 }
@@ -232,19 +251,26 @@ TEST_P(SparseAllreduceTest, ReusesWorkspaceAcrossChangingCalls) {
 TEST_P(SparseAllreduceTest, AllEmptyShortCircuits) {
   run([&](Transport& t) {
     const int n = t.size();
-    for (bool dense : {false, true}) {
+    for (int output : {0, 1, 2}) {  // sparse, dense, dense into a tensor
       SparseTensor empty;
       empty.numRows = 50;
       empty.rowSize = 2;
       SparseAllreduceOptions o = optionsFor(t, empty, scheme());
-      o.denseOutput = dense;
+      o.denseOutput = output > 0;
+      std::vector<std::byte> tensor(output == 2 ? 50 * 2 * 4 : 0, std::byte{0xa5});
+      if (output == 2) {
+        o.denseOutputView =
+            DenseView{tensor.data(), DataType::kFloat32, TensorShape({50, 2}), Device::cpu()};
+      }
       SparseAllreduceResult result;
       const Status s = sparseAllreduce(o, &result);
       ASSERT_TRUE(s.isOk()) << s.toString();
       EXPECT_EQ(result.sparse.nnz(), 0);
       EXPECT_EQ(result.sparse.numRows, 50);
-      if (dense) {
-        EXPECT_EQ(result.dense, std::vector<std::byte>(50 * 2 * 4, std::byte{0}));
+      if (output == 1) EXPECT_EQ(result.dense, std::vector<std::byte>(50 * 2 * 4, std::byte{0}));
+      if (output == 2) {
+        EXPECT_EQ(tensor, std::vector<std::byte>(50 * 2 * 4, std::byte{0}));
+        EXPECT_TRUE(result.dense.empty());
       }
       // Only the call summaries travel.
       EXPECT_EQ(result.stats.bytesSent, static_cast<uint64_t>(n - 1) * 56);
@@ -277,9 +303,11 @@ TEST_P(SparseAllreduceTest, WideTensorsWithFewAndManyRows) {
           SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
           o.denseOutput = dense;
           o.pool = perRank > 1'500 ? &pool : nullptr;
+          std::vector<std::byte> tensor;  // the largest (6.6 MB) zeroed in pieces on the pool
+          maybeIntoTensor(c, &o, &tensor);
           SparseAllreduceResult result;
           const Status s = sparseAllreduce(o, &result);
-          checkResult(c, scheme(), n, inputs, s, result);
+          checkResult(c, scheme(), n, inputs, s, result, tensor);
         }
       }
     }
@@ -313,6 +341,57 @@ TEST_P(SparseAllreduceTest, BadIndexOnOneRankFailsEveryRank) {
     SparseAllreduceResult result;
     const Status s = sparseAllreduce(optionsFor(t, inputs[t.rank()], scheme()), &result);
     checkResult(good, scheme(), n, inputs, s, result);
+  });
+}
+
+// A dense output tensor that cannot hold the result (or that comes without denseOutput) on
+// one rank: the same error on every rank, naming it; the transport stays usable.
+TEST_P(SparseAllreduceTest, BadDenseOutputTensorFailsEveryRank) {
+  const Case good{DataType::kFloat32, 3, ReduceOp::kSum, true, Pattern::kRandom, false, 4};
+  run([&](Transport& t) {
+    const int n = t.size();
+    const int bad = n - 1;
+    const std::vector<SparseTensor> inputs = makeInputs(good, n);
+    const int64_t rows = good.numRows();
+    std::vector<std::byte> tensor(static_cast<size_t>(rows * 3 * 4));
+    struct Bad {
+      DenseView view;
+      bool denseOutput;
+      const char* message;
+    };
+    const Bad bads[] = {
+        {DenseView{tensor.data(), DataType::kFloat32, TensorShape({rows - 1, 3}), Device::cpu()},
+         true, "does not hold"},
+        {DenseView{tensor.data(), DataType::kInt32, TensorShape({rows, 3}), Device::cpu()}, true,
+         "does not hold"},
+        {DenseView{tensor.data(), DataType::kFloat32, TensorShape({rows, 3}), Device::cuda(0)},
+         true, "needs host memory"},
+        {DenseView{tensor.data(), DataType::kFloat32, TensorShape({rows, 3}), Device::cpu()}, false,
+         "the output is sparse"},
+    };
+    for (const Bad& b : bads) {
+      SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
+      o.denseOutput = true;
+      if (t.rank() == bad) {
+        o.denseOutputView = b.view;
+        o.denseOutput = b.denseOutput;
+      }
+      SparseAllreduceResult result;
+      double seconds = 0;
+      const Status s = timedSparseAllreduce(o, &result, &seconds);
+      EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.toString();
+      EXPECT_NE(s.message().find("rank " + std::to_string(bad)), std::string::npos) << s.message();
+      EXPECT_NE(s.message().find(b.message), std::string::npos) << s.message();
+      EXPECT_LT(seconds, 10.0) << "the error should not wait for the 20 s transport timeout";
+    }
+    SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
+    o.denseOutput = true;
+    std::vector<std::byte> out;
+    maybeIntoTensor(good, &o, &out);
+    ASSERT_FALSE(out.empty());
+    SparseAllreduceResult result;
+    const Status s = sparseAllreduce(o, &result);
+    checkResult(good, scheme(), n, inputs, s, result, out);
   });
 }
 

@@ -2,6 +2,7 @@
 // enqueue the next operation, and may ask for shutdown), and every sparse scheme behind the
 // runtime's fused buckets.
 #include <atomic>
+#include <limits>
 
 #include "test/runtime/runtime_test_util.h"
 
@@ -114,6 +115,35 @@ TEST_P(RuntimeSchemes, FusedSparseBucketsMatchTheReference) {
       EXPECT_EQ(stats.bucketsByScheme.at("agsparse"), 1u);
     } else {
       EXPECT_EQ(stats.bucketsByScheme.at(GetParam()), 5u);
+    }
+  });
+}
+
+// A bucket of one tensor with a dense output, which the scheme writes in place (no sparse
+// result, no split): a large tensor (2.4 MB, zeroed in pieces on the executor's threads) and
+// a small one, summed and averaged, one rank sending nothing at one step; the outputs start
+// poisoned every step, so every element must be written.
+TEST_P(RuntimeSchemes, OneTensorBucketsWriteTheirDenseOutputs) {
+  Job job(kRanks, testConfig({{"ZEN_SCHEME", GetParam()}, {"ZEN_THREADS", "2"}}));
+  constexpr int64_t kRows[2] = {300'000, 53};
+  job.onEachRank([&](int r, Runtime& rt) {
+    for (int s = 0; s < 4; ++s) {
+      for (int t = 0; t < 2; ++t) {
+        std::vector<SparseInput> in;
+        for (int p = 0; p < kRanks; ++p) {
+          const double density = s == 2 && p == 1 ? 0.0 : 0.004 + 0.1 * t;
+          in.push_back(makeSparse(s * 100 + t * 10 + p, kRows[t], 2, density));
+        }
+        const ReduceOp op = t == 0 ? ReduceOp::kSum : ReduceOp::kAverage;
+        std::vector<float> out(static_cast<size_t>(kRows[t] * 2),
+                               std::numeric_limits<float>::quiet_NaN());
+        auto h = rt.enqueue(TensorOp::sparseAllreduce(t == 0 ? "large" : "small", in[r].view(), op,
+                                                      denseView(out, {kRows[t], 2})));
+        ASSERT_TRUE(h.isOk()) << h.status().toString();
+        ASSERT_TRUE(waitFor(h.value()).isOk()) << GetParam() << " step " << s;
+        const float scale = op == ReduceOp::kAverage ? 1.0f / kRanks : 1.0f;
+        EXPECT_EQ(out, scaled(denseSum(in), scale)) << GetParam() << " step " << s << " " << t;
+      }
     }
   });
 }
