@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ops/cpu_sparse_bucket.h"
+#include "ops/dense_rows.h"
 
 namespace zen::bench {
 namespace {
@@ -51,6 +52,36 @@ void BM_SplitDenseOutput(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * rows);
   state.counters["kept"] = static_cast<double>(result.indices.size());
 }
+
+// zen's dense decode writing a fused bucket's tensors in place (ops/dense_rows.h): rows of
+// 16,777,216 x fp32 at random indices (hash order, as a Pull part arrives) into the bucket as
+// range(1) tensors of equal rows; range(0) rows per 1000. Items are the rows copied.
+void BM_DenseRowsCopy(benchmark::State& state) {
+  constexpr int64_t kRows = 16'777'216;
+  const int64_t tensors = state.range(1);
+  std::vector<float> memory(static_cast<size_t>(kRows));
+  std::vector<ops::DensePiece> pieces;
+  for (int64_t t = 0; t < tensors; ++t) {
+    const int64_t first = t * (kRows / tensors);
+    const int64_t rows = t + 1 == tensors ? kRows - first : kRows / tensors;
+    pieces.push_back(ops::DensePiece{first, rows, reinterpret_cast<std::byte*>(&memory[first])});
+  }
+  const ops::DenseRows dense(std::move(pieces), sizeof(float));
+  std::mt19937_64 rng(11);
+  std::vector<uint64_t> idx(static_cast<size_t>(kRows * state.range(0) / 1000));
+  for (uint64_t& i : idx) i = rng() % kRows;
+  const std::vector<float> values(idx.size(), 1.0f);
+  for (auto _ : state) {
+    dense.copyRows(idx.data(), reinterpret_cast<const std::byte*>(values.data()), idx.size());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(idx.size()));
+}
+
+BENCHMARK(BM_DenseRowsCopy)
+    ->ArgNames({"per_mille", "tensors"})
+    ->ArgsProduct({{40}, {1, 2, 4, 16, 64}})
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_SplitDenseOutput)
     ->ArgNames({"rows", "row", "per_mille", "threads"})

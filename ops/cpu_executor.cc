@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
 #include <utility>
@@ -263,14 +264,15 @@ Status CpuExecutor::sparse(const Response& r,
   o.memoryFactor = options_.memoryFactor;
   o.pool = pool_.get();
   o.workspace = &workspace_;
-  // A bucket of one tensor with a dense output (a top-k compressed gradient, a densified
-  // embedding gradient): the scheme writes it directly, without the sorted sparse result
-  // and the split.
-  const bool inPlace =
-      entries.size() == 1 && entries.front() != nullptr && entries.front()->output.data != nullptr;
+  // A bucket whose tensors all have dense outputs (top-k compressed gradients, densified
+  // embedding gradients): the scheme writes them in place, without the sorted sparse result
+  // and the split. Their rows follow each other in the bucket as the tensors do.
+  const bool inPlace = std::all_of(entries.begin(), entries.end(), [](const TensorEntry* e) {
+    return e != nullptr && e->output.data != nullptr;
+  });
   if (inPlace) {
     o.denseOutput = true;
-    o.denseOutputView = entries.front()->output;
+    for (const TensorEntry* e : entries) o.denseOutputTensors.push_back(e->output);
   }
   report->nnz = o.input.nnz;
   report->rows = r.totalRows;

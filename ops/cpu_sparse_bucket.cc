@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/fixed_size.h"
+#include "ops/dense_rows.h"
 
 namespace zen::ops {
 
@@ -55,36 +55,6 @@ SparseView SparseBucket::fuse(const Response& response,
   return fused;
 }
 
-namespace {
-
-// A dense output is written in pieces of about this size, one task each: zeroing a large
-// tensor (a top-k compressed layer's) is bandwidth that one core does not saturate.
-constexpr size_t kPieceBytes = size_t{1} << 20;
-
-// Rows [begin, end) of a dense output: zeros, then those of the result's `count` rows (bucket
-// indices ascending, `offset` the tensor's first; values back to back) that fall among them.
-void writeDenseRows(std::byte* dense,
-                    int64_t begin,
-                    int64_t end,
-                    const int64_t* indices,
-                    int64_t offset,
-                    const std::byte* values,
-                    size_t count,
-                    size_t rowBytes) {
-  std::memset(dense + static_cast<size_t>(begin) * rowBytes, 0,
-              static_cast<size_t>(end - begin) * rowBytes);
-  const int64_t* first = std::lower_bound(indices, indices + count, offset + begin);
-  const int64_t* last = std::lower_bound(first, indices + count, offset + end);
-  const std::byte* row = values + static_cast<size_t>(first - indices) * rowBytes;
-  withRowBytes(rowBytes, [&](auto bytes) {
-    for (const int64_t* k = first; k != last; ++k, row += bytes) {
-      std::memcpy(dense + static_cast<size_t>(*k - offset) * bytes, row, bytes);
-    }
-  });
-}
-
-}  // namespace
-
 void SparseBucket::split(const Response& response,
                          const std::vector<TensorEntry*>& entries,
                          const SparseTensor& result,
@@ -101,23 +71,8 @@ void SparseBucket::split(const Response& response,
     const auto count = static_cast<size_t>(last - first);
     const std::byte* values = result.values.data() + begin * rowBytes;
     if (e->output.data != nullptr) {
-      auto* dense = static_cast<std::byte*>(e->output.data);
-      const int64_t pieces =
-          pool == nullptr
-              ? 1
-              : std::clamp<int64_t>(
-                    static_cast<int64_t>(static_cast<size_t>(rows) * rowBytes / kPieceBytes), 1,
-                    pool->size());
-      const int64_t perPiece = (rows + pieces - 1) / pieces;
-      const auto writePiece = [&](int64_t p) {
-        writeDenseRows(dense, p * perPiece, std::min(rows, (p + 1) * perPiece),
-                       result.indices.data() + begin, offset, values, count, rowBytes);
-      };
-      if (pieces == 1) {
-        writePiece(0);
-      } else {
-        pool->parallelFor(pieces, writePiece);
-      }
+      writeSortedRows(static_cast<std::byte*>(e->output.data), rows, offset,
+                      result.indices.data() + begin, values, count, rowBytes, pool);
       continue;
     }
     SparseTensor& out = e->handle->result().sparse;

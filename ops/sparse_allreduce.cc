@@ -36,6 +36,30 @@ double secondsSince(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+Status checkOutputTensors(const SparseAllreduceOptions& o) {
+  const SparseView& in = o.input;
+  if (o.denseOutputTensors.empty()) return Status::ok();
+  ZEN_CHECK_ARG(o.denseOutput, "dense output tensors are given but the output is sparse");
+  int64_t elements = 0;
+  for (size_t i = 0; i < o.denseOutputTensors.size(); ++i) {
+    const DenseView& out = o.denseOutputTensors[i];
+    ZEN_CHECK_ARG(out.data != nullptr || out.shape.numElements() == 0,
+                  "dense output tensor {} has no data", i);
+    ZEN_CHECK_ARG(out.device.kind == Device::Kind::kCpu,
+                  "dense output tensor {} is on {}; the CPU sparse allreduce needs host memory", i,
+                  out.device.toString());
+    ZEN_CHECK_ARG(out.dtype == in.dtype && out.shape.numElements() % in.rowSize == 0,
+                  "dense output tensor {} ({} {}) is no whole number of rows of {} {}", i,
+                  out.shape.numElements(), dataTypeName(out.dtype), in.rowSize,
+                  dataTypeName(in.dtype));
+    elements += out.shape.numElements();
+  }
+  ZEN_CHECK_ARG(elements == in.numRows * in.rowSize,
+                "the dense output tensors hold {} elements, not {} rows of {}", elements,
+                in.numRows, in.rowSize);
+  return Status::ok();
+}
+
 Status checkLocal(const SparseAllreduceOptions& o) {
   const SparseView& in = o.input;
   ZEN_CHECK_ARG(in.device.kind == Device::Kind::kCpu,
@@ -50,17 +74,7 @@ Status checkLocal(const SparseAllreduceOptions& o) {
                 "row size must be in [1, {}], got {}", kMaxWireRowSize, in.rowSize);
   ZEN_CHECK_ARG(resolveScheme(o.scheme) != Scheme::kZen || in.nnz < (int64_t{1} << 32) - 1,
                 "{} entries exceed zen's 2^32 - 1 per call", in.nnz);
-  const DenseView& out = o.denseOutputView;
-  if (out.data != nullptr) {
-    ZEN_CHECK_ARG(o.denseOutput, "a dense output view is set but the output is sparse");
-    ZEN_CHECK_ARG(out.device.kind == Device::Kind::kCpu,
-                  "the dense output is on {}; the CPU sparse allreduce needs host memory",
-                  out.device.toString());
-    ZEN_CHECK_ARG(out.dtype == in.dtype && out.shape.numElements() == in.numRows * in.rowSize,
-                  "the dense output ({} x {}) does not hold {} rows of {} {}",
-                  out.shape.numElements(), dataTypeName(out.dtype), in.numRows, in.rowSize,
-                  dataTypeName(in.dtype));
-  }
+  ZEN_RETURN_IF_ERROR(checkOutputTensors(o));
   return validateSparse(in);
 }
 
@@ -71,22 +85,21 @@ Status runLocal(const SparseAllreduceOptions& o, Scheme scheme, SparseAllreduceR
   if (scheme != Scheme::kDense) {
     result->stats.outputNnz = coalesced.nnz();
     if (o.denseOutput) {
-      scatterToDense(coalesced, zeroedDenseOutput(o, result));
+      scatterToDense(coalesced, denseOutputRows(o, result), o.pool);
       result->sparse = emptyLike(o.input);
     } else {
       result->sparse = std::move(coalesced);
     }
     return Status::ok();
   }
-  std::byte* dense = zeroedDenseOutput(o, result);
-  scatterToDense(coalesced, dense);
+  scatterToDense(coalesced, denseOutputRows(o, result), o.pool);
   if (o.denseOutput) {
     result->sparse = emptyLike(o.input);
     result->stats.outputNnz = o.input.numRows;
     return Status::ok();
   }
-  DenseView view;
-  view.data = dense;
+  DenseView view;  // the sparse output's dense sum is result->dense, one block
+  view.data = result->dense.data();
   view.dtype = o.input.dtype;
   view.shape = TensorShape({o.input.numRows, o.input.rowSize});
   ZEN_RETURN_IF_ERROR(extractNonzeroRows(view, &result->sparse));
@@ -143,14 +156,27 @@ void emptyResult(const SparseAllreduceOptions& o, Scheme scheme, SparseAllreduce
 
 }  // namespace
 
-std::byte* zeroedDenseOutput(const SparseAllreduceOptions& options, SparseAllreduceResult* result) {
-  const size_t bytes = static_cast<size_t>(options.input.numRows) * options.input.rowBytes();
-  if (options.denseOutputView.data == nullptr) {
-    result->dense.assign(bytes, std::byte{0});
-    return result->dense.data();
+DenseRows denseOutputRows(const SparseAllreduceOptions& options, SparseAllreduceResult* result) {
+  const SparseView& in = options.input;
+  const size_t rowBytes = in.rowBytes();
+  if (options.denseOutputTensors.empty()) {
+    // Zeroed by the vector (the schemes may rely on the zeroed one being so).
+    result->dense.assign(static_cast<size_t>(in.numRows) * rowBytes, std::byte{0});
+    return DenseRows(result->dense.data(), in.numRows, rowBytes);
   }
-  auto* out = static_cast<std::byte*>(options.denseOutputView.data);
-  zeroFill(out, bytes, options.pool);
+  std::vector<DensePiece> pieces;
+  int64_t row = 0;
+  for (const DenseView& t : options.denseOutputTensors) {
+    const int64_t rows = t.shape.numElements() / in.rowSize;
+    pieces.push_back(DensePiece{row, rows, static_cast<std::byte*>(t.data)});
+    row += rows;
+  }
+  return DenseRows(std::move(pieces), rowBytes);
+}
+
+DenseRows zeroedDenseOutput(const SparseAllreduceOptions& options, SparseAllreduceResult* result) {
+  DenseRows out = denseOutputRows(options, result);
+  if (!options.denseOutputTensors.empty()) out.zero(options.pool);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "ops/dense_rows.h"
 #include "ops/transport.h"
 
 namespace zen::ops {
@@ -61,10 +62,11 @@ struct SparseAllreduceOptions {
   ReduceOp op = ReduceOp::kSum;
   Scheme scheme = Scheme::kZen;  // kAuto: the dispatcher picks (see sparse_allreduce.cc)
   bool denseOutput = false;      // fill result->dense instead of result->sparse
-  // With denseOutput, optional: the result is written here instead (host memory, numRows x
-  // rowSize of the dtype, every element overwritten; e.g. a bucket's only tensor's output,
-  // which then needs no copy) and result->dense stays empty.
-  DenseView denseOutputView;
+  // With denseOutput, optional: the result is written into these tensors instead, in place
+  // (host memory of the dtype, every element overwritten; a bucket's outputs, which then need
+  // no copy), the first holding the first rows, each the next numElements / rowSize; together
+  // numRows rows. result->dense stays empty.
+  std::vector<DenseView> denseOutputTensors;
   // The zen scheme's IndexMap seed (owner and local position of every row): must be equal on
   // every rank (checked). Algorithm 1's level-2 settings are local and may differ.
   uint64_t seed = 0x5eed2e2ULL;
@@ -99,15 +101,17 @@ struct SparseAllreduceResult {
   // Coalesced rows, indices ascending: the union of the rows any rank sent (a row whose
   // sum is zero is kept) for the sparse schemes; for `dense`, the non-zero rows.
   SparseTensor sparse;
-  // [numRows x rowSize] of the dtype, when denseOutput without a denseOutputView.
+  // [numRows x rowSize] of the dtype, when denseOutput without denseOutputTensors.
   std::vector<std::byte> dense;
   SyncStats stats;
 };
 
-// The call's dense output, [numRows x rowSize] of the dtype, zeroed: options.denseOutputView's
-// memory when set (zeroed on options.pool), else result->dense's (its capacity kept across
-// calls). For the schemes.
-std::byte* zeroedDenseOutput(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
+// The call's dense output, [numRows x rowSize] of the dtype: options.denseOutputTensors when
+// set, else result->dense (its capacity kept across calls). For the schemes: a sorted result
+// goes in with scatterToDense (which zeroes it part by part), anything else into the zeroed
+// one (zeroed on options.pool).
+DenseRows denseOutputRows(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
+DenseRows zeroedDenseOutput(const SparseAllreduceOptions& options, SparseAllreduceResult* result);
 
 // Validates locally (rowSize, CPU tensor, index range), short-circuits size == 1, then sends
 // every rank's call summary (~56 bytes) to every rank in the call's first collective (zen,

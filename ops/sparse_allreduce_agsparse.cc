@@ -75,8 +75,10 @@ Status sparseAllreduceAgSparse(const SparseAllreduceOptions& o,
   ZEN_RETURN_IF_ERROR(coalesceRows(views, divisor, &result->sparse, coalesceScratch(o)));
   result->stats.outputNnz = result->sparse.nnz();
   if (o.denseOutput) {
-    scatterToDense(result->sparse, zeroedDenseOutput(o, result));
-    result->sparse = emptyLike(in);
+    scatterToDense(result->sparse, denseOutputRows(o, result), o.pool);
+    // Emptied with its capacity kept: the next call coalesces into it again.
+    result->sparse.indices.clear();
+    result->sparse.values.clear();
   }
   mark("coalesce");
   return Status::ok();

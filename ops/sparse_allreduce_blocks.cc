@@ -130,7 +130,7 @@ class BlockOwner {
 template <typename T>
 Status decodePull(const BlockGeometry& g,
                   const std::vector<ByteVector>& parts,
-                  std::byte* dense,
+                  const DenseRows* dense,
                   SparseAllreduceResult* result,
                   std::vector<uint64_t>* loads) {
   const size_t rowBytes = static_cast<size_t>(g.rowSize) * sizeof(T);
@@ -153,7 +153,7 @@ Status decodePull(const BlockGeometry& g,
                      const int64_t index = block * g.rowsPerBlock + r;
                      const uint8_t* row = values + r * rowBytes;
                      if (dense != nullptr) {
-                       std::memcpy(dense + index * rowBytes, row, rowBytes);
+                       std::memcpy(dense->row(index), row, rowBytes);
                      } else {
                        s.indices.push_back(index);
                        const auto* b = reinterpret_cast<const std::byte*>(row);
@@ -220,10 +220,10 @@ Status runBlocks(const SparseAllreduceOptions& options,
 
   start = Clock::now();
   std::vector<uint64_t> loads;
-  result->sparse = emptyLike(options.input);
+  DenseRows dense;  // (the dispatcher emptied result->sparse, keeping its capacity)
+  if (options.denseOutput) dense = zeroedDenseOutput(options, result);
   ZEN_RETURN_IF_ERROR(
-      decodePull<T>(g, gathered, options.denseOutput ? zeroedDenseOutput(options, result) : nullptr,
-                    result, &loads));
+      decodePull<T>(g, gathered, options.denseOutput ? &dense : nullptr, result, &loads));
   const uint64_t total = std::accumulate(loads.begin(), loads.end(), uint64_t{0});
   const uint64_t busiest = *std::max_element(loads.begin(), loads.end());
   result->stats.imbalance = total == 0 ? 1.0 : static_cast<double>(busiest) * n / total;

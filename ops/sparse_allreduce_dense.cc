@@ -28,13 +28,17 @@ Status sparseAllreduceDense(const SparseAllreduceOptions& o, SparseAllreduceResu
 
   SparseTensor coalesced;
   ZEN_RETURN_IF_ERROR(coalesceRows({in}, 1, &coalesced, coalesceScratch(o)));
-  std::byte* dense = zeroedDenseOutput(o, result);
-  scatterToDense(coalesced, dense);
+  const DenseRows dense = denseOutputRows(o, result);
+  scatterToDense(coalesced, dense, o.pool);
   mark("densify");
 
-  const size_t count = static_cast<size_t>(in.numRows) * static_cast<size_t>(in.rowSize);
-  ZEN_RETURN_IF_ERROR(t.allreduce(dense, count, in.dtype));
-  divideInPlace(dense, count, in.dtype, o.op == ReduceOp::kAverage ? t.size() : 1);
+  // One allreduce per output tensor (one, unless a fused bucket's tensors are written in place).
+  for (const DensePiece& piece : dense.pieces()) {
+    if (piece.rows == 0) continue;
+    const size_t count = static_cast<size_t>(piece.rows) * static_cast<size_t>(in.rowSize);
+    ZEN_RETURN_IF_ERROR(t.allreduce(piece.data, count, in.dtype));
+    divideInPlace(piece.data, count, in.dtype, o.op == ReduceOp::kAverage ? t.size() : 1);
+  }
   mark("allreduce");
 
   if (o.denseOutput) {
@@ -42,8 +46,8 @@ Status sparseAllreduceDense(const SparseAllreduceOptions& o, SparseAllreduceResu
     result->stats.outputNnz = in.numRows;
     return Status::ok();
   }
-  DenseView view;
-  view.data = dense;
+  DenseView view;  // one block: the tensors are only for a dense output
+  view.data = result->dense.data();
   view.dtype = in.dtype;
   view.shape = TensorShape({in.numRows, in.rowSize});
   ZEN_RETURN_IF_ERROR(extractNonzeroRows(view, &result->sparse));

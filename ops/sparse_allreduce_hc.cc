@@ -178,18 +178,21 @@ class MergedSet {
 
   // Divides (Average: by n), rounds once and writes the set into `dense` (zeroed), or into the
   // result's sparse output when that is null.
-  void output(int divisor, std::byte* dense, SparseAllreduceResult* result) const {
+  void output(int divisor, const DenseRows* dense, SparseAllreduceResult* result) const {
     const size_t rowElems = static_cast<size_t>(rowSize_);
     if (dense != nullptr) {
-      T* out = reinterpret_cast<T*>(dense);
       if (dense_) {
-        for (int64_t r = 0; r < numRows_; ++r) {
-          finishRow<T>(denseValues_.data() + r * rowSize_, rowSize_, divisor, out + r * rowSize_);
+        for (const DensePiece& piece : dense->pieces()) {
+          T* out = reinterpret_cast<T*>(piece.data);
+          for (int64_t r = 0; r < piece.rows; ++r) {
+            finishRow<T>(denseValues_.data() + (piece.firstRow + r) * rowSize_, rowSize_, divisor,
+                         out + r * rowSize_);
+          }
         }
       } else {
         for (size_t k = 0; k < sparse_.indices.size(); ++k) {
           finishRow<T>(sparse_.values.data() + k * rowElems, rowSize_, divisor,
-                       out + sparse_.indices[k] * rowSize_);
+                       reinterpret_cast<T*>(dense->row(sparse_.indices[k])));
         }
       }
       return;
@@ -330,8 +333,10 @@ Status runHc(const SparseAllreduceOptions& options, SparseAllreduceResult* resul
   sparse.dtype = options.input.dtype;
   sparse.indices.clear();
   sparse.values.clear();
-  set.output(options.op == ReduceOp::kAverage ? n : 1,
-             options.denseOutput ? zeroedDenseOutput(options, result) : nullptr, result);
+  DenseRows dense;
+  if (options.denseOutput) dense = zeroedDenseOutput(options, result);
+  set.output(options.op == ReduceOp::kAverage ? n : 1, options.denseOutput ? &dense : nullptr,
+             result);
   result->stats.outputNnz = set.rows();
   phases.emplace_back("output", secondsSince(start));
   return Status::ok();

@@ -221,15 +221,14 @@ Status decodeDense(const Zen& ws,
                    const RowFormat& f,
                    const SparseAllreduceOptions& o,
                    SparseAllreduceResult* result) {
-  const size_t rb = f.rowBytes();
-  std::byte* dense = zeroedDenseOutput(o, result);
+  const DenseRows dense = zeroedDenseOutput(o, result);
   ThreadPool* pool = o.pool;
   const int n = ws.n;
   std::vector<Result<int64_t>> counts(n, Status::ok());
   auto decodePart = [&](int64_t j) {
     counts[j] = visitPullPart(ws, static_cast<uint32_t>(j), ws.gathered[j], f,
                               [&](const uint64_t* idx, const std::byte* rows, size_t n) {
-                                copyRowsTo(dense, idx, rows, n, rb);
+                                dense.copyRows(idx, rows, n);
                               });
   };
   if (pool != nullptr) {

@@ -77,30 +77,6 @@ SparseTensor emptyLike(const SparseView& in) {
   return t;
 }
 
-void scatterToDense(const SparseTensor& t, std::byte* dense) {
-  const size_t rowBytes = t.rowBytes();
-  for (int64_t k = 0; k < t.nnz(); ++k) {
-    std::memcpy(dense + static_cast<size_t>(t.indices[k]) * rowBytes,
-                t.values.data() + static_cast<size_t>(k) * rowBytes, rowBytes);
-  }
-}
-
-void zeroFill(std::byte* data, size_t bytes, ThreadPool* pool) {
-  constexpr size_t kPieceBytes = size_t{1} << 20;
-  const size_t pieces = pool == nullptr ? 1
-                                        : std::clamp<size_t>(bytes / kPieceBytes, 1,
-                                                             static_cast<size_t>(pool->size()));
-  if (pieces == 1) {
-    std::memset(data, 0, bytes);
-    return;
-  }
-  const size_t perPiece = (bytes + pieces - 1) / pieces;
-  pool->parallelFor(static_cast<int64_t>(pieces), [&](int64_t p) {
-    const size_t begin = static_cast<size_t>(p) * perPiece;
-    std::memset(data + begin, 0, std::min(bytes, begin + perPiece) - begin);
-  });
-}
-
 void divideInPlace(void* data, size_t count, DataType dtype, int divisor) {
   if (divisor == 1) return;
   dispatchDataType(dtype, [&](auto tag) {

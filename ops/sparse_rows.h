@@ -9,7 +9,6 @@
 #include "core/radix_sort.h"
 #include "core/status.h"
 #include "core/tensor.h"
-#include "core/thread_pool.h"
 
 namespace zen::ops {
 
@@ -38,13 +37,6 @@ Status coalesceRows(const std::vector<SparseView>& inputs,
 
 // An empty tensor of the input's shape and dtype.
 SparseTensor emptyLike(const SparseView& in);
-
-// Writes a coalesced tensor's rows into `dense` ([numRows x rowSize] of its dtype, zeroed).
-void scatterToDense(const SparseTensor& t, std::byte* dense);
-
-// Zeroes `bytes` bytes: large buffers in pieces of about 1 MiB on `pool` (when given), since
-// one core does not saturate the memory bandwidth that zeroing a large tensor takes.
-void zeroFill(std::byte* data, size_t bytes, ThreadPool* pool);
 
 // data[i] = data[i] / divisor for `count` elements (Average after a Sum).
 void divideInPlace(void* data, size_t count, DataType dtype, int divisor);

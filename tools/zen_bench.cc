@@ -232,6 +232,8 @@ int main(int argc, char** argv) {
       "CPU threads per rank for the schemes' work (the runtime's ZEN_THREADS; 1: the rank's "
       "own thread only)")("rows", po::value(&o.rows)->default_value(o.rows),
                           "|G|: rows of the dense tensor")(
+      "tensors", po::value(&o.tensors)->default_value(o.tensors),
+      "dense and split output: the rows as this many tensors, a fused bucket's")(
       "row-size", po::value(&o.rowSize)->default_value(o.rowSize), "elements per row")(
       "density", po::value(&densities)->default_value(densities),
       "non-zero rows per rank / |G| (comma list: one table row each)")(
@@ -243,9 +245,10 @@ int main(int argc, char** argv) {
       "float32|f32, float16|f16, bfloat16|bf16, "
       "float64|f64")("op", po::value(&op)->default_value(op), "sum or average")(
       "output", po::value(&output)->default_value(output),
-      "dense (written into a tensor in place, as the runtime's one-tensor buckets), "
-      "sparse, or split (the sparse result split into the tensor, as the runtime's fused "
-      "buckets)")("iters", po::value(&o.iters)->default_value(o.iters), "timed iterations")(
+      "dense (written into a tensor in place, as the runtime's buckets of dense outputs), "
+      "sparse, or split (the sparse result split into the tensor, as the runtime's buckets "
+      "with a sparse output)")("iters", po::value(&o.iters)->default_value(o.iters),
+                               "timed iterations")(
       "warmup", po::value(&o.warmup)->default_value(o.warmup), "untimed iterations first")(
       "seed", po::value(&o.seed)->default_value(o.seed), "input seed")(
       "timeout", po::value(&o.timeoutSeconds)->default_value(o.timeoutSeconds),
@@ -313,11 +316,11 @@ int main(int argc, char** argv) {
   }
   o.mpiThreadMultiple = mpiThreads == "multiple";
   if (o.rows < 1 || o.rowSize < 1 || o.ranks < 1 || o.threads < 1 || o.iters < 1 || o.warmup < 0 ||
-      o.overlap < 0 || o.overlap > 1 || o.linkGbps < 0) {
+      o.overlap < 0 || o.overlap > 1 || o.linkGbps < 0 || o.tensors < 1 || o.tensors > o.rows) {
     return fail(
         ZEN_ERROR(StatusCode::kInvalidArgument,
                   "need rows, row-size, ranks, threads, iters >= 1, warmup >= 0, overlap in "
-                  "[0, 1], link-gbps >= 0"));
+                  "[0, 1], link-gbps >= 0, tensors in [1, rows]"));
   }
 
   if (o.transport == "inprocess") return bench::runThreads(o, false);

@@ -21,7 +21,9 @@ std::string describe(const BenchOptions& o, int ranks, const std::string& transp
       "op {}, {} output, {} iters after {} warm-up",
       schemes, transportName, ranks, o.threads, o.rows, o.rowSize, dataTypeName(o.dtype),
       o.zipf ? fmt::format("zipf (s {})", o.zipfS) : "uniform", o.overlap, ops::reduceOpName(o.op),
-      benchOutputName(o.output), o.iters, o.warmup);
+      o.tensors > 1 ? fmt::format("{} ({} tensors)", benchOutputName(o.output), o.tensors)
+                    : benchOutputName(o.output),
+      o.iters, o.warmup);
   if (o.linkGbps > 0) text += fmt::format(", modeled link {} Gbps", o.linkGbps);
   return text;
 }

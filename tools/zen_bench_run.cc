@@ -65,7 +65,8 @@ std::vector<std::byte> denseOf(const ops::SparseAllreduceResult& r,
                                const std::vector<std::byte>* outputTensor) {
   if (outputTensor != nullptr) return *outputTensor;
   std::vector<std::byte> dense(static_cast<size_t>(r.sparse.numRows) * r.sparse.rowBytes());
-  ops::scatterToDense(r.sparse, dense.data());
+  ops::scatterToDense(r.sparse,
+                      ops::DenseRows(dense.data(), r.sparse.numRows, r.sparse.rowBytes()));
   return dense;
 }
 
@@ -94,6 +95,20 @@ void addPhases(const ops::SyncStats& stats, Sample* sample) {
   }
 }
 
+// The dense output as o.tensors tensors of consecutive rows in `data` (a fused bucket's).
+std::vector<DenseView> outputTensors(const BenchOptions& o, std::byte* data) {
+  std::vector<DenseView> tensors;
+  const int64_t perTensor = o.rows / o.tensors;
+  for (int i = 0; i < o.tensors; ++i) {
+    const int64_t first = i * perTensor;
+    const int64_t rows = i + 1 == o.tensors ? o.rows - first : perTensor;
+    tensors.push_back(
+        DenseView{data + static_cast<size_t>(first * o.rowSize) * dataTypeSize(o.dtype), o.dtype,
+                  TensorShape({rows, o.rowSize}), Device::cpu()});
+  }
+  return tensors;
+}
+
 // outputTensor: the dense output's memory (null for a sparse output).
 Status runScheme(ops::Transport& t,
                  const BenchOptions& o,
@@ -110,21 +125,26 @@ Status runScheme(ops::Transport& t,
   options.input = input.view();
   options.op = o.op;
   options.scheme = scheme;
-  const DenseView tensor{outputTensor != nullptr ? outputTensor->data() : nullptr, o.dtype,
-                         TensorShape({o.rows, o.rowSize}), Device::cpu()};
+  const std::vector<DenseView> tensors =
+      outputTensor != nullptr ? outputTensors(o, outputTensor->data()) : std::vector<DenseView>();
   options.denseOutput = o.output == BenchOutput::kDense;
-  if (options.denseOutput) options.denseOutputView = tensor;
+  if (options.denseOutput) options.denseOutputTensors = tensors;
   options.workspace = workspace;
-  // kSplit: the split of a bucket of this one tensor.
+  // kSplit: the split of a bucket of these tensors.
   Response bucket;
   bucket.dtype = o.dtype;
   bucket.rowSize = o.rowSize;
-  bucket.shapes = {tensor.shape};
-  bucket.rowOffsets = {0};
   bucket.totalRows = o.rows;
-  TensorEntry entry;
-  entry.output = tensor;
-  const std::vector<TensorEntry*> entries{&entry};
+  std::vector<TensorEntry> entryMemory(tensors.size());
+  std::vector<TensorEntry*> entries;
+  int64_t row = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    bucket.shapes.push_back(tensors[i].shape);
+    bucket.rowOffsets.push_back(row);
+    row += tensors[i].shape.numRows();
+    entryMemory[i].output = tensors[i];
+    entries.push_back(&entryMemory[i]);
+  }
   auto call = [&]() -> Status {
     Status s = ops::sparseAllreduce(options, last);
     if (!s.isOk()) {

@@ -18,8 +18,8 @@
 namespace zen::bench {
 
 // What a call produces: the sparse result; the dense tensor, written in place (as the
-// runtime's one-tensor buckets); or the sparse result split into the dense tensor afterwards
-// (as the runtime's fused buckets, ops/cpu_sparse_bucket.h).
+// runtime's buckets of dense outputs); or the sparse result split into the dense tensor
+// afterwards (as the runtime's buckets with a sparse output, ops/cpu_sparse_bucket.h).
 enum class BenchOutput { kSparse, kDense, kSplit };
 const char* benchOutputName(BenchOutput output);
 
@@ -35,6 +35,7 @@ struct BenchOptions {
   bool phases = false;  // print each scheme's phases under the table
   int64_t rows = 1'000'000;  // |G|
   int64_t rowSize = 1;
+  int tensors = 1;  // dense and split outputs: the rows as this many tensors (a fused bucket)
   std::vector<double> densities = {0.01};
   double overlap = 0.0;  // fraction of each rank's rows taken from one shared pool
   bool zipf = false;

@@ -153,33 +153,51 @@ std::string describe(const Case& c, int n) {
                      c.zipf ? "zipf" : "uniform", c.seed);
 }
 
-// Half the dense cases write into a tensor of the caller's (denseOutputView), as the runtime's
-// one-tensor buckets do; it starts poisoned, so every element must be written.
-void maybeIntoTensor(const Case& c, SparseAllreduceOptions* o, std::vector<std::byte>* tensor) {
-  tensor->clear();
-  if (!c.denseOutput || c.seed % 4 >= 2) return;
-  tensor->assign(static_cast<size_t>(c.numRows() * c.rowSize) * dataTypeSize(c.dtype),
-                 std::byte{0xa5});
-  o->denseOutputView =
-      DenseView{tensor->data(), c.dtype, TensorShape({c.numRows(), c.rowSize}), Device::cpu()};
+// A dense output written in place into tensors of the caller's (denseOutputTensors), as the
+// runtime's buckets are, concatenated.
+using OutputTensors = std::vector<std::vector<std::byte>>;
+
+std::vector<std::byte> concatenated(const OutputTensors& tensors) {
+  std::vector<std::byte> all;
+  for (const auto& t : tensors) all.insert(all.end(), t.begin(), t.end());
+  return all;
 }
 
-// tensor: the caller's dense output (maybeIntoTensor), empty when the result holds it.
+// Half the dense cases write into tensors: one (a bucket of one tensor), or three, the second
+// empty (a fused bucket), by the seed. They start poisoned: every element must be written.
+void maybeIntoTensors(const Case& c, SparseAllreduceOptions* o, OutputTensors* tensors) {
+  tensors->clear();
+  if (!c.denseOutput || c.seed % 4 >= 2) return;
+  const int64_t rows = c.numRows();
+  const std::vector<int64_t> pieces = c.seed % 4 == 0
+                                          ? std::vector<int64_t>{rows}
+                                          : std::vector<int64_t>{rows / 3, 0, rows - rows / 3};
+  for (int64_t piece : pieces) {
+    tensors->emplace_back(static_cast<size_t>(piece * c.rowSize) * dataTypeSize(c.dtype),
+                          std::byte{0xa5});
+    o->denseOutputTensors.push_back(
+        DenseView{tensors->back().data(), c.dtype, TensorShape({piece, c.rowSize}), Device::cpu()});
+  }
+}
+
+// tensors: the caller's dense output (maybeIntoTensors), empty when the result holds it.
 void checkResult(const Case& c,
                  Scheme scheme,
                  int n,
                  const std::vector<SparseTensor>& inputs,
                  const Status& status,
                  const SparseAllreduceResult& result,
-                 const std::vector<std::byte>& tensor = {}) {
+                 const OutputTensors& tensors = {}) {
   SCOPED_TRACE(describe(c, n));
   ASSERT_TRUE(status.isOk()) << status.toString();
   const ref::DenseSum sum = ref::denseSum(ref::views(inputs));
   const int divisor = c.op == ReduceOp::kAverage ? n : 1;
   const double tol = c.op == ReduceOp::kAverage ? ref::averageTolerance(c.dtype) : 0.0;
   if (c.denseOutput) {
-    const std::vector<std::byte>& dense = tensor.empty() ? result.dense : tensor;
-    if (!tensor.empty()) EXPECT_TRUE(result.dense.empty());
+    const std::vector<std::byte> dense = tensors.empty() ? result.dense : concatenated(tensors);
+    if (!tensors.empty()) {
+      EXPECT_TRUE(result.dense.empty());
+    }
     ASSERT_EQ(dense.size(), static_cast<size_t>(sum.numRows) * static_cast<size_t>(sum.rowSize) *
                                 dataTypeSize(c.dtype));
     EXPECT_TRUE(ref::denseMatches(dense.data(), sum, divisor, tol));
@@ -210,11 +228,11 @@ TEST_P(SparseAllreduceTest, MatchesDenseReference) {
       SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
       o.op = c.op;
       o.denseOutput = c.denseOutput;
-      std::vector<std::byte> tensor;
-      maybeIntoTensor(c, &o, &tensor);
+      OutputTensors tensors;
+      maybeIntoTensors(c, &o, &tensors);
       SparseAllreduceResult result;
       const Status s = sparseAllreduce(o, &result);
-      checkResult(c, scheme(), n, inputs, s, result, tensor);
+      checkResult(c, scheme(), n, inputs, s, result, tensors);
     }
   });
 }
@@ -239,11 +257,11 @@ TEST_P(SparseAllreduceTest, ReusesWorkspaceAcrossChangingCalls) {
       o.denseOutput = c.denseOutput;
       o.workspace = &workspace;
       o.pool = c.seed % 2 == 0 ? &pool : nullptr;
-      std::vector<std::byte> tensor;
-      maybeIntoTensor(c, &o, &tensor);
+      OutputTensors tensors;
+      maybeIntoTensors(c, &o, &tensors);
       SparseAllreduceResult result;
       const Status s = sparseAllreduce(o, &result);
-      checkResult(c, scheme(), t.size(), inputs, s, result, tensor);
+      checkResult(c, scheme(), t.size(), inputs, s, result, tensors);
     }
   });
 }
@@ -259,15 +277,17 @@ TEST_P(SparseAllreduceTest, AllEmptyShortCircuits) {
       o.denseOutput = output > 0;
       std::vector<std::byte> tensor(output == 2 ? 50 * 2 * 4 : 0, std::byte{0xa5});
       if (output == 2) {
-        o.denseOutputView =
-            DenseView{tensor.data(), DataType::kFloat32, TensorShape({50, 2}), Device::cpu()};
+        o.denseOutputTensors = {
+            DenseView{tensor.data(), DataType::kFloat32, TensorShape({50, 2}), Device::cpu()}};
       }
       SparseAllreduceResult result;
       const Status s = sparseAllreduce(o, &result);
       ASSERT_TRUE(s.isOk()) << s.toString();
       EXPECT_EQ(result.sparse.nnz(), 0);
       EXPECT_EQ(result.sparse.numRows, 50);
-      if (output == 1) EXPECT_EQ(result.dense, std::vector<std::byte>(50 * 2 * 4, std::byte{0}));
+      if (output == 1) {
+        EXPECT_EQ(result.dense, std::vector<std::byte>(50 * 2 * 4, std::byte{0}));
+      }
       if (output == 2) {
         EXPECT_EQ(tensor, std::vector<std::byte>(50 * 2 * 4, std::byte{0}));
         EXPECT_TRUE(result.dense.empty());
@@ -303,11 +323,11 @@ TEST_P(SparseAllreduceTest, WideTensorsWithFewAndManyRows) {
           SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
           o.denseOutput = dense;
           o.pool = perRank > 1'500 ? &pool : nullptr;
-          std::vector<std::byte> tensor;  // the largest (6.6 MB) zeroed in pieces on the pool
-          maybeIntoTensor(c, &o, &tensor);
+          OutputTensors tensors;  // the largest (6.6 MB) zeroed in parts on the pool
+          maybeIntoTensors(c, &o, &tensors);
           SparseAllreduceResult result;
           const Status s = sparseAllreduce(o, &result);
-          checkResult(c, scheme(), n, inputs, s, result, tensor);
+          checkResult(c, scheme(), n, inputs, s, result, tensors);
         }
       }
     }
@@ -344,36 +364,43 @@ TEST_P(SparseAllreduceTest, BadIndexOnOneRankFailsEveryRank) {
   });
 }
 
-// A dense output tensor that cannot hold the result (or that comes without denseOutput) on
-// one rank: the same error on every rank, naming it; the transport stays usable.
-TEST_P(SparseAllreduceTest, BadDenseOutputTensorFailsEveryRank) {
+// Dense output tensors that cannot hold the result (or that come without denseOutput) on one
+// rank: the same error on every rank, naming it; the transport stays usable.
+TEST_P(SparseAllreduceTest, BadDenseOutputTensorsFailEveryRank) {
   const Case good{DataType::kFloat32, 3, ReduceOp::kSum, true, Pattern::kRandom, false, 4};
   run([&](Transport& t) {
     const int n = t.size();
     const int bad = n - 1;
     const std::vector<SparseTensor> inputs = makeInputs(good, n);
     const int64_t rows = good.numRows();
-    std::vector<std::byte> tensor(static_cast<size_t>(rows * 3 * 4));
+    std::vector<std::byte> memory(static_cast<size_t>(rows * 3 * 4));
+    auto view = [&](int64_t elements, DataType dtype, Device device) {
+      return DenseView{memory.data(), dtype, TensorShape({elements}), device};
+    };
     struct Bad {
-      DenseView view;
+      std::vector<DenseView> tensors;
       bool denseOutput;
       const char* message;
     };
     const Bad bads[] = {
-        {DenseView{tensor.data(), DataType::kFloat32, TensorShape({rows - 1, 3}), Device::cpu()},
-         true, "does not hold"},
-        {DenseView{tensor.data(), DataType::kInt32, TensorShape({rows, 3}), Device::cpu()}, true,
-         "does not hold"},
-        {DenseView{tensor.data(), DataType::kFloat32, TensorShape({rows, 3}), Device::cuda(0)},
-         true, "needs host memory"},
-        {DenseView{tensor.data(), DataType::kFloat32, TensorShape({rows, 3}), Device::cpu()}, false,
-         "the output is sparse"},
+        {{view(rows * 3 - 3, DataType::kFloat32, Device::cpu())}, true, "hold 180 elements, not"},
+        {{view(rows * 3, DataType::kFloat32, Device::cpu()),
+          view(3, DataType::kFloat32, Device::cpu())},
+         true,
+         "hold 186 elements, not"},
+        {{view(4, DataType::kFloat32, Device::cpu())}, true, "tensor 0 (4 float32) is no whole"},
+        {{view(rows * 3, DataType::kInt32, Device::cpu())}, true, "is no whole number of rows"},
+        {{view(rows * 3, DataType::kFloat32, Device::cuda(0))}, true, "needs host memory"},
+        {{view(rows * 3, DataType::kFloat32, Device::cpu())}, false, "the output is sparse"},
+        {{DenseView{nullptr, DataType::kFloat32, TensorShape({rows * 3}), Device::cpu()}},
+         true,
+         "tensor 0 has no data"},
     };
     for (const Bad& b : bads) {
       SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
       o.denseOutput = true;
       if (t.rank() == bad) {
-        o.denseOutputView = b.view;
+        o.denseOutputTensors = b.tensors;
         o.denseOutput = b.denseOutput;
       }
       SparseAllreduceResult result;
@@ -386,9 +413,9 @@ TEST_P(SparseAllreduceTest, BadDenseOutputTensorFailsEveryRank) {
     }
     SparseAllreduceOptions o = optionsFor(t, inputs[t.rank()], scheme());
     o.denseOutput = true;
-    std::vector<std::byte> out;
-    maybeIntoTensor(good, &o, &out);
-    ASSERT_FALSE(out.empty());
+    OutputTensors out;
+    maybeIntoTensors(good, &o, &out);
+    ASSERT_EQ(out.size(), 1u);
     SparseAllreduceResult result;
     const Status s = sparseAllreduce(o, &result);
     checkResult(good, scheme(), n, inputs, s, result, out);

@@ -119,32 +119,60 @@ TEST_P(RuntimeSchemes, FusedSparseBucketsMatchTheReference) {
   });
 }
 
-// A bucket of one tensor with a dense output, which the scheme writes in place (no sparse
-// result, no split): a large tensor (2.4 MB, zeroed in pieces on the executor's threads) and
-// a small one, summed and averaged, one rank sending nothing at one step; the outputs start
-// poisoned every step, so every element must be written.
-TEST_P(RuntimeSchemes, OneTensorBucketsWriteTheirDenseOutputs) {
+// Buckets whose tensors all have dense outputs, which the scheme writes in place (no sparse
+// result, no split): a large tensor alone (2.4 MB, zeroed in parts on the executor's
+// threads), a small one alone, averaged, and three fused; one rank sends nothing at one step.
+// The outputs start poisoned every step, so every element must be written.
+TEST_P(RuntimeSchemes, DenseOutputsAreWrittenInPlace) {
   Job job(kRanks, testConfig({{"ZEN_SCHEME", GetParam()}, {"ZEN_THREADS", "2"}}));
-  constexpr int64_t kRows[2] = {300'000, 53};
+  struct Tensor {
+    const char* name;
+    int64_t rows;
+    double density;
+    ReduceOp op;
+    int group;  // tensors of one group are posted together (one bucket)
+  };
+  const Tensor tensors[] = {
+      {"large", 300'000, 0.004, ReduceOp::kSum, 0}, {"small", 53, 0.1, ReduceOp::kAverage, 1},
+      {"fused.a", 1'000, 0.05, ReduceOp::kSum, 2},  {"fused.b", 7, 0.5, ReduceOp::kSum, 2},
+      {"fused.c", 20'000, 0.01, ReduceOp::kSum, 2},
+  };
   job.onEachRank([&](int r, Runtime& rt) {
     for (int s = 0; s < 4; ++s) {
-      for (int t = 0; t < 2; ++t) {
-        std::vector<SparseInput> in;
-        for (int p = 0; p < kRanks; ++p) {
-          const double density = s == 2 && p == 1 ? 0.0 : 0.004 + 0.1 * t;
-          in.push_back(makeSparse(s * 100 + t * 10 + p, kRows[t], 2, density));
+      for (int group = 0; group < 3; ++group) {
+        std::vector<std::vector<SparseInput>> in;
+        std::vector<std::vector<float>> out;
+        std::vector<const Tensor*> posted;
+        for (const Tensor& t : tensors) {
+          if (t.group != group) continue;
+          posted.push_back(&t);
+          in.emplace_back();
+          for (int p = 0; p < kRanks; ++p) {
+            const double density = s == 2 && p == 1 ? 0.0 : t.density;
+            in.back().push_back(makeSparse(s * 100 + posted.size() * 10 + p, t.rows, 2, density));
+          }
+          out.emplace_back(static_cast<size_t>(t.rows * 2),
+                           std::numeric_limits<float>::quiet_NaN());
         }
-        const ReduceOp op = t == 0 ? ReduceOp::kSum : ReduceOp::kAverage;
-        std::vector<float> out(static_cast<size_t>(kRows[t] * 2),
-                               std::numeric_limits<float>::quiet_NaN());
-        auto h = rt.enqueue(TensorOp::sparseAllreduce(t == 0 ? "large" : "small", in[r].view(), op,
-                                                      denseView(out, {kRows[t], 2})));
-        ASSERT_TRUE(h.isOk()) << h.status().toString();
-        ASSERT_TRUE(waitFor(h.value()).isOk()) << GetParam() << " step " << s;
-        const float scale = op == ReduceOp::kAverage ? 1.0f / kRanks : 1.0f;
-        EXPECT_EQ(out, scaled(denseSum(in), scale)) << GetParam() << " step " << s << " " << t;
+        std::vector<TensorOp> ops;
+        for (size_t i = 0; i < posted.size(); ++i) {
+          ops.push_back(TensorOp::sparseAllreduce(posted[i]->name, in[i][r].view(), posted[i]->op,
+                                                  denseView(out[i], {posted[i]->rows, 2})));
+        }
+        auto hs = rt.enqueueGroup(std::move(ops));
+        ASSERT_TRUE(hs.isOk()) << hs.status().toString();
+        for (const Handle& h : hs.value()) {
+          ASSERT_TRUE(waitFor(h).isOk()) << GetParam() << " step " << s;
+        }
+        for (size_t i = 0; i < posted.size(); ++i) {
+          const float scale = posted[i]->op == ReduceOp::kAverage ? 1.0f / kRanks : 1.0f;
+          EXPECT_EQ(out[i], scaled(denseSum(in[i]), scale))
+              << GetParam() << " step " << s << " " << posted[i]->name;
+        }
       }
     }
+    // Each group one bucket, the fused one included.
+    EXPECT_EQ(rt.stats().bucketsExecuted, 12u);
   });
 }
 
