@@ -33,7 +33,7 @@ DenseRows::DenseRows(std::vector<DensePiece> pieces, size_t rowBytes)
 
 void DenseRows::zero(ThreadPool* pool) const {
   for (const DensePiece& p : pieces_) {
-    zeroFill(p.data, static_cast<size_t>(p.rows) * rowBytes_, pool);
+    writeSortedRows(p.data, p.rows, p.firstRow, nullptr, nullptr, 0, rowBytes_, pool);
   }
 }
 
@@ -52,8 +52,10 @@ void writeRowRange(std::byte* dense,
                    const std::byte* values,
                    size_t count,
                    size_t rowBytes) {
+  if (end == begin) return;  // an empty tensor's memory may be null
   std::memset(dense + static_cast<size_t>(begin) * rowBytes, 0,
               static_cast<size_t>(end - begin) * rowBytes);
+  if (count == 0) return;  // zeroing only (indices and values may be null)
   const int64_t* first = std::lower_bound(indices, indices + count, offset + begin);
   const int64_t* last = std::lower_bound(first, indices + count, offset + end);
   const std::byte* row = values + static_cast<size_t>(first - indices) * rowBytes;
@@ -98,21 +100,6 @@ void writeSortedRows(std::byte* dense,
   } else {
     pool->parallelFor(parts, writePart);
   }
-}
-
-void zeroFill(std::byte* data, size_t bytes, ThreadPool* pool) {
-  const size_t parts = pool == nullptr ? 1
-                                       : std::clamp<size_t>(bytes / kPartBytes, 1,
-                                                            static_cast<size_t>(pool->size()));
-  if (parts == 1) {
-    std::memset(data, 0, bytes);
-    return;
-  }
-  const size_t perPart = (bytes + parts - 1) / parts;
-  pool->parallelFor(static_cast<int64_t>(parts), [&](int64_t p) {
-    const size_t begin = static_cast<size_t>(p) * perPart;
-    std::memset(data + begin, 0, std::min(bytes, begin + perPart) - begin);
-  });
 }
 
 void scatterToDense(const SparseTensor& t, const DenseRows& dense, ThreadPool* pool) {

@@ -80,14 +80,11 @@ class DenseRows {
   size_t rowBytes_ = 0;
 };
 
-// Zeroes `bytes` bytes: large buffers in parts of about 1 MiB on `pool` (when given), since one
-// core does not saturate the memory bandwidth that zeroing a large tensor takes.
-void zeroFill(std::byte* data, size_t bytes, ThreadPool* pool);
-
 // Writes the `rows` rows of `dense`: zeros, and the rows among `count` (indices ascending, a
 // bucket's, `offset` the tensor's first row; values back to back) that fall in the tensor.
-// Part by part, about 1 MiB each, on `pool` when given: each part's rows are written while
-// its zeros are in cache.
+// Part by part, about 1 MiB each, on `pool` when given (one core does not saturate the memory
+// bandwidth that zeroing a large tensor takes): each part's rows are written while its zeros
+// are in cache.
 void writeSortedRows(std::byte* dense,
                      int64_t rows,
                      int64_t offset,
