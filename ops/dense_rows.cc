@@ -18,14 +18,14 @@ DenseRows::DenseRows(std::vector<DensePiece> pieces, size_t rowBytes)
     bias_.push_back(reinterpret_cast<uintptr_t>(p.data) -
                     static_cast<uintptr_t>(p.firstRow) * rowBytes_);
   }
-  const int64_t numRows = pieces_.empty() ? 0 : pieces_.back().firstRow + pieces_.back().rows;
   firstRows_.push_back(std::numeric_limits<int64_t>::max());
+  if (pieces_.size() <= 1) return;  // row() needs no lookup
+  const int64_t numRows = pieces_.back().firstRow + pieces_.back().rows;
   while ((numRows >> chunkShift_) >= kMaxChunks) ++chunkShift_;
   // Each chunk's first row's piece: the last starting at or before it (an empty piece shares
   // its start with the next one, which the lookup's scan then reaches).
   size_t p = 0;
-  for (int64_t first = 0; first < std::max<int64_t>(numRows, 1);
-       first += int64_t{1} << chunkShift_) {
+  for (int64_t first = 0; first < numRows; first += int64_t{1} << chunkShift_) {
     while (p + 1 < pieces_.size() && firstRows_[p + 1] <= first) ++p;
     chunkPiece_.push_back(static_cast<uint32_t>(p));
   }

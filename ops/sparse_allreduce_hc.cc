@@ -176,8 +176,8 @@ class MergedSet {
     return Status::ok();
   }
 
-  // Divides (Average: by n), rounds once and writes the set into `dense` (zeroed), or into the
-  // result's sparse output when that is null.
+  // Divides (Average: by n), rounds once and writes the set into `dense` (zeroed unless the set
+  // is dense, which writes every row), or into the result's sparse output when that is null.
   void output(int divisor, const DenseRows* dense, SparseAllreduceResult* result) const {
     const size_t rowElems = static_cast<size_t>(rowSize_);
     if (dense != nullptr) {
@@ -334,7 +334,9 @@ Status runHc(const SparseAllreduceOptions& options, SparseAllreduceResult* resul
   sparse.indices.clear();
   sparse.values.clear();
   DenseRows dense;
-  if (options.denseOutput) dense = zeroedDenseOutput(options, result);
+  if (options.denseOutput) {
+    dense = set.dense() ? denseOutputRows(options, result) : zeroedDenseOutput(options, result);
+  }
   set.output(options.op == ReduceOp::kAverage ? n : 1, options.denseOutput ? &dense : nullptr,
              result);
   result->stats.outputNnz = set.rows();
