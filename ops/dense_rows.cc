@@ -32,9 +32,7 @@ DenseRows::DenseRows(std::vector<DensePiece> pieces, size_t rowBytes)
 }
 
 void DenseRows::zero(ThreadPool* pool) const {
-  for (const DensePiece& p : pieces_) {
-    writeSortedRows(p.data, p.rows, p.firstRow, nullptr, nullptr, 0, rowBytes_, pool);
-  }
+  writeSorted(nullptr, nullptr, 0, pool);
 }
 
 namespace {

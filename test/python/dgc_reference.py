@@ -26,10 +26,23 @@ def step_grads(rank, step, passes=1):
     return sum(p[0] for p in pairs), sum(p[1] for p in pairs)
 
 
-def dgc_reference(size, steps, ratio, passes=1, momentum=0.0, masking=True, nesterov=False):
+def clip_factor(size, rank, step, passes, clip_norm):
+    """DGC's local gradient clipping of rank's step: its gradients (W's and b's) are scaled
+    by this, so that their global norm is at most clip_norm / sqrt(size); 1 without
+    clip_norm."""
+    if clip_norm is None:
+        return 1.0
+    g, h = step_grads(rank, step, passes)
+    norm = np.sqrt(np.sum(g * g) + np.sum(h * h))
+    return min(1.0, clip_norm / np.sqrt(size) / (norm + 1e-6))
+
+
+def dgc_reference(size, steps, ratio, passes=1, momentum=0.0, masking=True, nesterov=False,
+                  clip_norm=None):
     """DGC of W over every rank: (W's averaged update per step, every rank's final residual,
     flattened). ratio: one for every step, or a list of one per step (DGC's warm-up);
-    nesterov: the residual gains g + momentum * u instead of u."""
+    nesterov: the residual gains g + momentum * u instead of u; clip_norm: each rank's
+    gradients clipped first (clip_factor)."""
     numel = SHAPE[0] * SHAPE[1]
     ratios = ratio if isinstance(ratio, list) else [ratio] * steps
     residuals = [np.zeros(numel) for _ in range(size)]
@@ -39,7 +52,8 @@ def dgc_reference(size, steps, ratio, passes=1, momentum=0.0, masking=True, nest
         k = min(numel, max(1, round(numel * ratios[step])))
         total = np.zeros(numel)
         for r in range(size):
-            g = step_grads(r, step, passes)[0].reshape(-1)
+            g = step_grads(r, step, passes)[0].reshape(-1) * \
+                clip_factor(size, r, step, passes, clip_norm)
             momenta[r] = momentum * momenta[r] + g
             residuals[r] = residuals[r] + (g + momentum * momenta[r] if nesterov else momenta[r])
             chosen = np.argsort(-np.abs(residuals[r]), kind="stable")[:k]

@@ -4,7 +4,8 @@ broadcast_global_variables, BroadcastGlobalVariablesHook in a MonitoredTrainingS
 broadcast_object_fn(session=), broadcast_object / allgather_object in the default session,
 zen.tensorflow.keras.broadcast_global_variables and DistributedOptimizer of a TensorFlow 1
 optimizer (with backward_passes_per_step and op=Adasum against hand-computed values, with
-Compression.topk against dgc_reference.py, in two graphs; two of them in one session.run),
+Compression.topk against dgc_reference.py, in two graphs, and with clip_norm; two of them in one
+session.run),
 zen.tensorflow.elastic.TensorFlowState in a session and run recovering from a failure there.
 
     tools/zenrun -np N .venv-tf/bin/python tf_graph.py [CHECK ...]
@@ -21,7 +22,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from adasum_reference import adasum_tree, assert_close  # noqa: E402
-from dgc_reference import BIAS, MIN_SIZE, SHAPE, dgc_reference, step_grads  # noqa: E402
+from dgc_reference import (BIAS, MIN_SIZE, SHAPE, clip_factor, dgc_reference,  # noqa: E402
+                           step_grads)
 from rank_report import Checks, add_checkout_package, expect_raises, run_checks  # noqa: E402
 
 add_checkout_package()
@@ -226,6 +228,37 @@ def topk_of_a_tf1_optimizer():
         assert np.abs(got_w + sum(want)).max() < 1e-10, "w is not minus the sum of updates"
         assert np.abs(got_residual - want_residuals[rank]).max() < 1e-12
         assert np.abs(size * -got_w + got_residuals.reshape(SHAPE) - total).max() < 1e-10
+
+
+@check
+def topk_clips_in_a_tf1_graph():
+    """Compression.topk(clip_norm=...) in a Session: each rank's gradients of a step are
+    clipped together before the residual takes them (W's updates: dgc_reference with
+    clip_norm; b's: the average of the clipped ones)."""
+    size, rank, steps, ratio = hvd.size(), hvd.rank(), 3, 0.05
+    clip_norm = 40 * size ** 0.5  # a rank's gradient norm is ~45
+    optimizer = hvd.DistributedOptimizer(
+        tf.compat.v1.train.GradientDescentOptimizer(1.0),
+        compression=hvd.Compression.topk(ratio, min_size=MIN_SIZE, clip_norm=clip_norm))
+    want, _ = dgc_reference(size, steps, ratio, clip_norm=clip_norm)
+    with tf.Graph().as_default():
+        g = tf.compat.v1.placeholder(tf.float64, SHAPE)
+        h = tf.compat.v1.placeholder(tf.float64, [BIAS])
+        w = tf.compat.v1.Variable(np.zeros(SHAPE), name="w")
+        b = tf.compat.v1.Variable(np.zeros(BIAS), name="b")
+        grads = [gv[0] for gv in optimizer.compute_gradients(
+            tf.reduce_sum(w * g) + tf.reduce_sum(b * h), [w, b])]
+        with tf.compat.v1.Session() as session:
+            session.run([tf.compat.v1.global_variables_initializer(),
+                         tf.compat.v1.local_variables_initializer()])
+            for step in range(steps):
+                gw, gh = step_grads(rank, step)
+                uw, ub = session.run(grads, {g: gw, h: gh})
+                factors = [clip_factor(size, r, step, 1, clip_norm) for r in range(size)]
+                assert max(factors) < 0.95, factors
+                assert np.abs(uw - want[step]).max() < 1e-12, step
+                mean_h = sum(step_grads(r, step)[1] * f for r, f in enumerate(factors)) / size
+                assert np.abs(ub - mean_h).max() < 1e-12, step
 
 
 def pass_grad(rank, step, dtype=np.float32):

@@ -20,8 +20,8 @@ from rank_report import Checks, add_checkout_package, expect_raises, run_checks 
 add_checkout_package()
 
 import zen.tensorflow as hvd  # noqa: E402
-from dgc_reference import (BIAS, MIN_SIZE, SAMPLED_NUMEL, SHAPE, dgc_reference,  # noqa: E402
-                           grads, largest, sampled_cases, step_grads)
+from dgc_reference import (BIAS, MIN_SIZE, SAMPLED_NUMEL, SHAPE, clip_factor,  # noqa: E402
+                           dgc_reference, grads, largest, sampled_cases, step_grads)
 from zen.common.compression import topk_sample_plan  # noqa: E402
 
 CHECKS = Checks()
@@ -59,6 +59,9 @@ def topk_bad_arguments():
         expect_raises(ValueError, lambda: hvd.Compression.topk(ratio), "ratio")
     expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, min_size=0), "min_size")
     expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, nesterov=True), "nesterov")
+    for clip_norm in (0, -1.0, float("inf"), float("nan"), True, "1"):
+        expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, clip_norm=clip_norm),
+                      "clip_norm")
     expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
         keras.optimizers.SGD(0.1, momentum=0.9),
         compression=hvd.Compression.topk(0.1, momentum=0.9)), "momentum=0")
@@ -134,6 +137,34 @@ def topk_tape_momentum_correction():
             g = sum(step_grads(r, step)[1] for r in range(size)) / size
             velocity = 0.9 * velocity + g
             assert_close(ub, g + 0.9 * velocity if nesterov else velocity, "b's update of " + what)
+
+
+@check
+def topk_tape_local_gradient_clipping():
+    """DGC's local gradient clipping: with clip_norm each rank's gradients of a step (W's and
+    b's together) are scaled to at most clip_norm / sqrt(size) in global norm before the
+    momentum and the residual: W's updates are DGC's of the clipped gradients, b's the
+    average of the clipped ones (with momentum: of the momenta); a clip_norm above every norm
+    changes nothing."""
+    size, steps, ratio = hvd.size(), 4, 0.05
+    clip_norm = 40 * size ** 0.5  # a rank's gradient norm is ~45 (one pass) or ~63 (two)
+    for passes, momentum in ((1, 0.0), (2, 0.9)):
+        updates = tape_updates(hvd.Compression.topk(ratio, min_size=MIN_SIZE, momentum=momentum,
+                                                    clip_norm=clip_norm), steps, passes)
+        want, _ = dgc_reference(size, steps, ratio, passes, momentum=momentum,
+                                clip_norm=clip_norm)
+        velocity = np.zeros(BIAS)
+        for step, ((uw, ub), ref) in enumerate(zip(updates, want)):
+            factors = [clip_factor(size, r, step, passes, clip_norm) for r in range(size)]
+            assert max(factors) < 0.95, factors  # every rank's gradients were clipped
+            what = "step %d (passes %d, momentum %g)" % (step, passes, momentum)
+            assert_close(uw, ref, "W's update of " + what)
+            g = sum(step_grads(r, step, passes)[1] * f for r, f in enumerate(factors)) / size
+            velocity = momentum * velocity + g
+            assert_close(ub, velocity, "b's update of " + what)
+    updates = tape_updates(hvd.Compression.topk(ratio, min_size=MIN_SIZE, clip_norm=1e6), 2)
+    for step, ((uw, _), ref) in enumerate(zip(updates, dgc_reference(size, 2, ratio)[0])):
+        assert_close(uw, ref, "W's update of step %d, clip_norm above the norms" % step)
 
 
 @check

@@ -18,8 +18,8 @@ from rank_report import Checks, add_checkout_package, expect_raises, run_checks
 add_checkout_package()
 
 import zen.torch as hvd  # noqa: E402
-from dgc_reference import (BIAS, MIN_SIZE, SAMPLED_NUMEL, SHAPE, dgc_reference,  # noqa: E402
-                           grads, largest, sampled_cases, step_grads)
+from dgc_reference import (BIAS, MIN_SIZE, SAMPLED_NUMEL, SHAPE, clip_factor,  # noqa: E402
+                           dgc_reference, grads, largest, sampled_cases, step_grads)
 from zen.common.compression import topk_sample_plan  # noqa: E402
 
 CHECKS = Checks()
@@ -32,15 +32,21 @@ def t(array):
     return torch.from_numpy(np.ascontiguousarray(array))
 
 
-def train(compression, steps, passes=1, lr=0.0, momentum=0.0, ratios=None, nesterov=False):
+def train(compression, steps, passes=1, lr=0.0, momentum=0.0, ratios=None, nesterov=False,
+          unused=False):
     """W and b under DistributedOptimizer(SGD(lr, momentum)) for steps, with this rank's
     gradients: (W's and b's synchronized gradient per step, W, b). ratios: compression.ratio
-    set before each step."""
+    set before each step; unused: with a third parameter the loss does not use (no hook
+    fires for it: synchronize() posts it)."""
     w = torch.nn.Parameter(torch.zeros(SHAPE, dtype=torch.float64))
     b = torch.nn.Parameter(torch.zeros(BIAS, dtype=torch.float64))
-    opt = hvd.DistributedOptimizer(torch.optim.SGD([w, b], lr=lr, momentum=momentum,
-                                                   nesterov=nesterov),
-                                   named_parameters=[("w", w), ("b", b)],
+    named = [("w", w), ("b", b)]
+    if unused:
+        named.append(("unused", torch.nn.Parameter(torch.zeros(2 * MIN_SIZE,
+                                                               dtype=torch.float64))))
+    opt = hvd.DistributedOptimizer(torch.optim.SGD([p for _, p in named], lr=lr,
+                                                   momentum=momentum, nesterov=nesterov),
+                                   named_parameters=named,
                                    compression=compression, backward_passes_per_step=passes)
     updates = []
     for step in range(steps):
@@ -72,6 +78,9 @@ def topk_bad_arguments():
     expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, min_size=0), "min_size")
     expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, momentum=1.0), "momentum")
     expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, nesterov=True), "nesterov")
+    for clip_norm in (0, -1.0, float("inf"), float("nan"), True, "1"):
+        expect_raises(ValueError, lambda: hvd.Compression.topk(0.1, clip_norm=clip_norm),
+                      "clip_norm")
     w = torch.nn.Parameter(torch.zeros(SHAPE))
     expect_raises(ValueError, lambda: hvd.DistributedOptimizer(
         torch.optim.SGD([w], lr=0.1), named_parameters=[("w", w)],
@@ -183,6 +192,37 @@ def topk_momentum_correction():
             g = sum(step_grads(r, step)[1] for r in range(size)) / size
             velocity = 0.9 * velocity + g
             assert_close(ub, g + 0.9 * velocity if nesterov else velocity, "b's update of " + what)
+
+
+@check
+def topk_local_gradient_clipping():
+    """DGC's local gradient clipping: with clip_norm, each rank's gradients of a step (W's and
+    b's together, passes summed) are scaled to at most clip_norm / sqrt(size) in global norm
+    before the momentum and the residual, so W's updates are DGC's of the clipped gradients
+    (dgc_reference) and b's the average of the clipped ones (with momentum: of the momenta).
+    The hooks hold the gradients back until the step's last one, or until synchronize() when
+    a parameter has none; a clip_norm above every norm changes nothing."""
+    size, steps, ratio = hvd.size(), 4, 0.05
+    clip_norm = 40 * size ** 0.5  # a rank's gradient norm is ~45 (one pass) or ~63 (two)
+    for passes, momentum, unused in ((1, 0.0, False), (2, 0.9, False), (1, 0.9, True)):
+        compression = hvd.Compression.topk(ratio, min_size=MIN_SIZE, momentum=momentum,
+                                           clip_norm=clip_norm)
+        updates, _, _ = train(compression, steps, passes, unused=unused)
+        want, _ = dgc_reference(size, steps, ratio, passes, momentum=momentum,
+                                clip_norm=clip_norm)
+        velocity = np.zeros(BIAS)
+        for step, ((uw, ub), ref) in enumerate(zip(updates, want)):
+            factors = [clip_factor(size, r, step, passes, clip_norm) for r in range(size)]
+            assert max(factors) < 0.95, factors  # every rank's gradients were clipped
+            what = "step %d (passes %d, momentum %g, unused %s)" % (step, passes, momentum,
+                                                                     unused)
+            assert_close(uw, ref, "W's update of " + what)
+            g = sum(step_grads(r, step, passes)[1] * f for r, f in enumerate(factors)) / size
+            velocity = momentum * velocity + g
+            assert_close(ub, velocity, "b's update of " + what)
+    updates, _, _ = train(hvd.Compression.topk(ratio, min_size=MIN_SIZE, clip_norm=1e6), 2)
+    for step, ((uw, _), ref) in enumerate(zip(updates, dgc_reference(size, 2, ratio)[0])):
+        assert_close(uw, ref, "W's update of step %d, clip_norm above the norms" % step)
 
 
 @check

@@ -67,7 +67,7 @@ def check_topk_ratio(ratio):
                          "gradient's elements sent per step; got %r" % (ratio,))
 
 
-def check_topk_args(ratio, min_size, momentum, nesterov=False):
+def check_topk_args(ratio, min_size, momentum, nesterov=False, clip_norm=None):
     """ValueError for a top-k compressor's bad arguments (on every rank: they are local)."""
     check_topk_ratio(ratio)
     if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 1:
@@ -78,6 +78,16 @@ def check_topk_args(ratio, min_size, momentum, nesterov=False):
         raise ValueError("Compression.topk: momentum must be in [0, 1); got %r" % (momentum,))
     if nesterov and not momentum:
         raise ValueError("Compression.topk: nesterov=True needs a momentum > 0")
+    if clip_norm is not None and (isinstance(clip_norm, bool) or
+                                  not isinstance(clip_norm, (int, float)) or
+                                  not 0 < clip_norm < math.inf):
+        raise ValueError("Compression.topk: clip_norm must be None or a positive number (the "
+                         "global L2 norm the gradients are clipped to); got %r" % (clip_norm,))
+
+
+# The clipping factor is min(1, threshold / (norm + CLIP_EPSILON)), as
+# torch.nn.utils.clip_grad_norm_ (the epsilon keeps an all-zero step finite).
+CLIP_EPSILON = 1e-6
 
 
 class TopKCompressorBase(Compressor):
@@ -85,16 +95,23 @@ class TopKCompressorBase(Compressor):
     zen.tensorflow.topk: the residual and momentum dicts hold the framework's tensors, keyed
     by parameter or by allreduce name); the subclass compresses. ratio may be set between
     steps (DGC's warm-up: e.g. 0.25, 0.0625, 0.0156, 0.004, then 0.001 over the first
-    epochs); the residuals stay, so what was not sent yet is still sent later."""
+    epochs); the residuals stay, so what was not sent yet is still sent later.
+
+    clip_norm is DGC's local gradient clipping: the optimizers scale each rank's dense
+    gradients of a step, before they enter the momentum and the residual, so that their global
+    L2 norm is at most clip_norm / sqrt(N) over N ranks (the rank's share of a global
+    clip_norm if every rank's gradients were alike); the subclass's clip_scale computes the
+    factor, compress(..., scale) applies it."""
 
     def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True,
-                 nesterov=False):
-        check_topk_args(ratio, min_size, momentum, nesterov)
+                 nesterov=False, clip_norm=None):
+        check_topk_args(ratio, min_size, momentum, nesterov, clip_norm)
         self._ratio = float(ratio)
         self.min_size = min_size
         self.momentum = float(momentum)
         self.momentum_masking = bool(momentum_masking)
         self.nesterov = bool(nesterov)
+        self.clip_norm = None if clip_norm is None else float(clip_norm)
         self._residuals = {}
         self._momenta = {}
 
@@ -110,8 +127,14 @@ class TopKCompressorBase(Compressor):
 
     def __repr__(self):
         return ("Compression.topk(ratio=%g, min_size=%d, momentum=%g, momentum_masking=%s, "
-                "nesterov=%s)" % (self.ratio, self.min_size, self.momentum,
-                                  self.momentum_masking, self.nesterov))
+                "nesterov=%s, clip_norm=%s)" % (self.ratio, self.min_size, self.momentum,
+                                                self.momentum_masking, self.nesterov,
+                                                self.clip_norm))
+
+    def clip_threshold(self, size):
+        """The L2 norm a rank's gradients of a step are clipped to over size ranks (DGC:
+        clip_norm scaled by size^-1/2), or None without clip_norm."""
+        return None if self.clip_norm is None else self.clip_norm / math.sqrt(size)
 
     def residual(self, key):
         """What key's gradients have not sent yet (flattened), or None before its first."""

@@ -7,7 +7,8 @@ run inside one tf.function (cached per configuration, as Horovod does), so they 
 flight at once and the daemon fuses them; reduce_retracing keeps the changing row count of
 sparse gradients from retracing it every step. With Compression.topk(ratio) the dense
 gradients of at least min_size elements send their top-k elements (with error feedback:
-zen.tensorflow.topk) through the sparse allreduce instead, under the same name.
+zen.tensorflow.topk) through the sparse allreduce instead, under the same name, clipped
+first to its clip_norm (DGC's local gradient clipping) over the step's dense gradients.
 """
 
 import tensorflow as tf
@@ -22,12 +23,13 @@ from zen.tensorflow.mpi_ops import allreduce, group_prefix
 _cache = {}
 
 
-def _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide, ps):
+def _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide, ps, clip_scale):
     """One gradient under Compression.topk (keyed by its name): tf.IndexedSlices unchanged
-    through the sparse allreduce, a dense one compressed (or dense below min_size)."""
+    through the sparse allreduce, a dense one clipped by clip_scale (None: not) and
+    compressed (or dense below min_size)."""
     if isinstance(grad, tf.IndexedSlices) and not sparse_as_dense:
         return allreduce(grad, op=op, name=name, process_set=ps)
-    compressed, ctx = compression.compress(tf.convert_to_tensor(grad), name)
+    compressed, ctx = compression.compress(tf.convert_to_tensor(grad), name, clip_scale)
     if isinstance(compressed, tf.IndexedSlices):
         return compression.decompress(allreduce(compressed, op=op, name=name, process_set=ps),
                                       ctx)
@@ -36,14 +38,15 @@ def _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide, ps):
         ctx)
 
 
-def _reduce_one(grad, name, op, compression, sparse_as_dense, predivide, ps):
+def _reduce_one(grad, name, op, compression, sparse_as_dense, predivide, ps, clip_scale=None):
     if grad is None:
         return None
     if op == Adasum:  # the raw dense allreduce (the tape's Adasum: of the gradients, as Horovod)
         grad = dense_gradient("DistributedGradientTape", grad, "'%s'" % name, sparse_as_dense)
         return allreduce(grad, op=op, name=name, compression=compression)
     if isinstance(compression, TopKCompressor):
-        return _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide, ps)
+        return _reduce_topk(grad, name, op, compression, sparse_as_dense, predivide, ps,
+                            clip_scale)
     if isinstance(grad, tf.IndexedSlices):
         if not sparse_as_dense:
             return allreduce(grad, op=op, name=name, compression=compression, process_set=ps)
@@ -53,6 +56,16 @@ def _reduce_one(grad, name, op, compression, sparse_as_dense, predivide, ps):
         prescale, postscale = 1.0 / predivide, predivide
     return allreduce(grad, op=op, name=name, compression=compression,
                      prescale_factor=prescale, postscale_factor=postscale, process_set=ps)
+
+
+def _clip_scale(grads, compression, sparse_as_dense, process_set):
+    """Compression.topk's clipping factor for the step's gradients that it takes (dense, or
+    tf.IndexedSlices with sparse_as_dense), or None without clip_norm."""
+    if not isinstance(compression, TopKCompressor) or compression.clip_norm is None:
+        return None
+    taken = [tf.convert_to_tensor(g) for g in grads if g is not None and g.dtype.is_floating
+             and (sparse_as_dense or not isinstance(g, tf.IndexedSlices))]
+    return compression.clip_scale(taken, process_sets.set_size(process_set))
 
 
 def make_allreduce_grads_fn(prefix, op=Average, compression=Compression.none,
@@ -81,8 +94,9 @@ def make_allreduce_grads_fn(prefix, op=Average, compression=Compression.none,
     def allreduce_grads(grads, ratio=None):  # ratio: Compression.topk's, traced anew on a change
         del ratio
         names = group_prefix(prefix)
+        clip_scale = _clip_scale(grads, compression, sparse_as_dense, process_set)
         return [_reduce_one(g, "%s.%d" % (names, i), op, compression, sparse_as_dense,
-                            gradient_predivide_factor, process_set)
+                            gradient_predivide_factor, process_set, clip_scale)
                 for i, g in enumerate(grads)]
 
     compiled = tf.function(allreduce_grads, reduce_retracing=True)

@@ -7,7 +7,9 @@ Per gradient (keyed by its allreduce name, stable across steps) and step: u = mo
 the k = ceil(ratio * numel) elements of v largest in magnitude (flattened; exactly those of
 tf.math.top_k of |v|, found among the elements at or above a sampled threshold as in
 zen.torch.topk) travel as a 1-D tf.IndexedSlices through the sparse allreduce, and are cleared
-from v (and from u: momentum factor masking).
+from v (and from u: momentum factor masking). clip_norm is DGC's local gradient clipping, as
+zen.torch.topk's: DistributedGradientTape and DistributedOptimizer scale the step's dense
+gradients (all of them are in hand there) by clip_scale's factor first.
 The residual v and the momentum u (float32 for float16 and bfloat16 gradients; the elements sent
 travel in the gradient's dtype, and what that rounding drops stays in v) are tf.Variables on
 this object, created in an init_scope on first use (so inside a traced train step too); they are
@@ -27,7 +29,8 @@ graph's k is fixed, and the variable lives in its session).
 
 import tensorflow as tf
 
-from zen.common.compression import TopKCompressorBase, topk_count, topk_sample_plan
+from zen.common.compression import (CLIP_EPSILON, TopKCompressorBase, topk_count,
+                                    topk_sample_plan)
 from zen.tensorflow.aggregation import graph_key, state_variable
 
 __all__ = ["TopKCompressor"]
@@ -35,16 +38,17 @@ __all__ = ["TopKCompressor"]
 
 class TopKCompressor(TopKCompressorBase):
     """Compression.topk(ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True,
-    nesterov=False) for DistributedGradientTape and DistributedOptimizer: each dense gradient
-    of at least min_size elements sends its top ratio of elements through Zen's sparse
-    allreduce, with error feedback; tf.IndexedSlices gradients take Zen's sparse path
-    unchanged. momentum > 0 is DGC's momentum correction (nesterov=True: Nesterov's): the
-    wrapped optimizer must then have no momentum of its own. hvd.allreduce(t,
-    compression=topk) raises ValueError: it has no key for the residual."""
+    nesterov=False, clip_norm=None) for DistributedGradientTape and DistributedOptimizer:
+    each dense gradient of at least min_size elements sends its top ratio of elements through
+    Zen's sparse allreduce, with error feedback; tf.IndexedSlices gradients take Zen's sparse
+    path unchanged. momentum > 0 is DGC's momentum correction (nesterov=True: Nesterov's): the
+    wrapped optimizer must then have no momentum of its own. clip_norm: DGC's local gradient
+    clipping. hvd.allreduce(t, compression=topk) raises ValueError: it has no key for the
+    residual."""
 
     def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True,
-                 nesterov=False):
-        super().__init__(ratio, min_size, momentum, momentum_masking, nesterov)
+                 nesterov=False, clip_norm=None):
+        super().__init__(ratio, min_size, momentum, momentum_masking, nesterov, clip_norm)
         self._in_tf1_graph = False  # built into a TensorFlow 1 graph: its k is fixed
         self._ratio_variable = None  # the ratio traced functions check theirs against
 
@@ -75,8 +79,21 @@ class TopKCompressor(TopKCompressorBase):
         return tensor.dtype.is_floating and tensor.shape.num_elements() is not None and \
             tensor.shape.num_elements() >= self.min_size
 
-    def compress(self, tensor, key=None):
-        """(a 1-D tf.IndexedSlices of the selected elements, or a dense tensor; ctx)."""
+    def clip_scale(self, tensors, size):
+        """The factor (a float64 scalar) that clips tensors, one rank's dense gradients of a
+        step, to clip_threshold(size) in global L2 norm; None without clip_norm or tensors.
+        A NaN or infinite norm gives NaN or 0: loud."""
+        if self.clip_norm is None or not tensors:
+            return None
+        norms = [tf.cast(tf.norm(tf.cast(t, _accumulator_dtype(t.dtype))), tf.float64)
+                 for t in tensors]
+        total = tf.norm(tf.stack(norms))
+        return tf.minimum(tf.constant(1.0, tf.float64),
+                          self.clip_threshold(size) / (total + CLIP_EPSILON))
+
+    def compress(self, tensor, key=None, scale=None):
+        """(a 1-D tf.IndexedSlices of the selected elements, or a dense tensor; ctx). scale:
+        clip_scale's factor, applied before the momentum and the residual."""
         if key is None:
             raise ValueError("Compression.topk keeps a residual per tensor, so compress needs "
                              "a key: use it with DistributedGradientTape or "
@@ -90,6 +107,8 @@ class TopKCompressor(TopKCompressorBase):
         flat = tf.reshape(tensor, [-1])
         # float32 state for half-precision gradients, as zen.torch.topk's.
         wide = tf.cast(flat, _accumulator_dtype(flat.dtype))
+        if scale is not None:
+            wide = wide * tf.cast(scale, wide.dtype)
         update = wide
         if self.momentum:
             momentum = self._state(self._momenta, key, wide)
@@ -98,7 +117,7 @@ class TopKCompressor(TopKCompressorBase):
             if self.nesterov:
                 update = wide + self.momentum * update
         if not self.compresses(tensor):
-            if self.momentum:
+            if self.momentum or scale is not None:
                 return tf.reshape(tf.cast(update, flat.dtype), tf.shape(tensor)), tensor.shape
             return tensor, None
         checks = []

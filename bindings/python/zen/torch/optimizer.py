@@ -8,8 +8,10 @@ backward has produced it (after backward_passes_per_step passes): sparse gradien
 fuses into buckets. step() waits for them all (synchronize()) and then runs the wrapped
 optimizer. With compression=Compression.topk(ratio) the dense gradients of at least min_size
 elements send their top-k elements (with error feedback: zen.torch.topk) through the sparse
-allreduce instead. With op=Adasum the ranks combine the wrapped optimizer's parameter
-deltas instead (Horovod's Adasum optimizer: zen.torch.adasum_optimizer).
+allreduce instead; with its clip_norm (DGC's local gradient clipping) they wait for the
+step's last gradient, whose global norm the clipping needs. With op=Adasum the ranks combine
+the wrapped optimizer's parameter deltas instead (Horovod's Adasum optimizer:
+zen.torch.adasum_optimizer).
 """
 
 import warnings
@@ -23,6 +25,10 @@ from zen.torch.adasum_optimizer import adasum_methods, check_adasum_arguments
 from zen.torch.compression import Compression, TopKCompressor
 from zen.torch.mpi_ops import (Adasum, Average, allreduce_async_, global_process_set,
                                size, _sparse_allreduce_async, synchronize)
+
+# A hook's handle for a gradient held back for Compression.topk's clip_norm: posted once the
+# step's gradients are all in (_post_pending), as their global norm scales them first.
+_AFTER_CLIPPING = "posted after clipping"
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
@@ -125,7 +131,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def _name(self, p):
         return self._parameter_names.get(p)
 
-    def _allreduce_grad_async(self, p):
+    def _clips(self):
+        return isinstance(self._compression, TopKCompressor) and \
+            self._compression.clip_norm is not None
+
+    def _clip_scale(self, params):
+        """Compression.topk's clipping factor for params' gradients of this step (those it
+        takes: dense, or sparse with sparse_as_dense), or None without clip_norm."""
+        if not self._clips():
+            return None
+        grads = [p.grad for p in params if p.grad is not None and
+                 p.grad.dtype.is_floating_point and (self.sparse_as_dense or not p.grad.is_sparse)]
+        # A sparse gradient's coalesced values have its dense form's norm.
+        grads = [g.coalesce().values() if g.is_sparse else g for g in grads]
+        return self._compression.clip_scale(grads, _process_sets.set_size(self.process_set))
+
+    def _allreduce_grad_async(self, p, clip_scale=None):
         if p.grad is None:
             # No gradient on this rank (the parameter was not used), but another rank may
             # have one: post zeros (no rows for a parameter known to be sparse).
@@ -152,7 +173,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
         if isinstance(self._compression, TopKCompressor):
             # Keyed by the parameter: the compressor keeps its residual and momentum.
-            tensor_compressed, ctx = self._compression.compress(tensor, p)
+            tensor_compressed, ctx = self._compression.compress(tensor, p, clip_scale)
             if tensor_compressed.is_sparse:
                 # The selected elements; the daemon writes the dense result.
                 handle = _sparse_allreduce_async(tensor_compressed, "allreduce.%s" % name,
@@ -187,22 +208,26 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             handle, ctx = None, None
             self._allreduce_delay[p] -= 1
             if self._allreduce_delay[p] == 0:
-                handle, ctx = self._allreduce_grad_async(p)
+                if self._clips():
+                    handle = _AFTER_CLIPPING
+                else:
+                    handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
+            if handle is _AFTER_CLIPPING and all(
+                    self._handles.get(q, (None,))[0] is not None for q in self._requires_update):
+                self._post_pending()  # the step's last gradient: clip and post them all
         return hook
 
     def _post_pending(self):
-        """Posts what no hook has posted yet: parameters without a gradient this step, and
-        those short of backward_passes_per_step passes."""
-        missing_p = self._requires_update - set(self._handles.keys())
-        for p in missing_p:
-            handle, ctx = self._allreduce_grad_async(p)
-            self._handles[p] = (handle, ctx)
-
-        for p, (handle, ctx) in list(self._handles.items()):
-            if handle is None:
-                handle, ctx = self._allreduce_grad_async(p)
-                self._handles[p] = (handle, ctx)
+        """Posts what no hook has posted yet: parameters without a gradient this step, those
+        short of backward_passes_per_step passes, and those held back for clipping."""
+        for p in self._requires_update - set(self._handles.keys()):
+            self._handles[p] = (None, None)
+        pending = [p for p, (handle, _) in self._handles.items()
+                   if handle is None or handle is _AFTER_CLIPPING]
+        clip_scale = self._clip_scale(pending)
+        for p in pending:
+            self._handles[p] = self._allreduce_grad_async(p, clip_scale)
 
     def synchronize(self):
         """Waits for every gradient's allreduce (posting those no hook has posted yet) and

@@ -22,9 +22,16 @@ happens), without, the gradient.
 DGC's warm-up of the ratio: set compressor.ratio between steps (the residuals stay; a new
 compressor would start from empty ones and drop what the old one had not sent yet).
 
-Not implemented (DGC's other parts): local gradient clipping before the accumulation (clip after
-opt.synchronize() instead, on the averaged gradient), and weight decay before the compression
-(the wrapped optimizer's weight decay acts on the averaged gradient). The residual and momentum
+DGC's local gradient clipping (clip_norm): before the momentum and the residual take a step's
+gradients, DistributedOptimizer scales this rank's dense gradients (every floating-point one
+the compressor takes, those below min_size too; sparse gradients are not accumulated and are
+left alone) by min(1, clip_norm / sqrt(N) / (their global L2 norm + 1e-6)) over N ranks.
+The norm needs every gradient of the step, so with clip_norm the hooks post nothing during
+backward: the gradients are posted once the last one is in (or at synchronize(), for
+parameters without one).
+
+Not implemented (DGC's other part): weight decay before the compression (the wrapped
+optimizer's weight decay acts on the averaged gradient). The residual and momentum
 live on the gradient's device, in its dtype or, for float16 and bfloat16, in float32; the
 elements sent travel in the gradient's dtype, and what that rounding drops stays in the
 residual.
@@ -32,14 +39,15 @@ residual.
 
 import torch
 
-from zen.common.compression import TopKCompressorBase, topk_count, topk_sample_plan
+from zen.common.compression import (CLIP_EPSILON, TopKCompressorBase, topk_count,
+                                    topk_sample_plan)
 
 __all__ = ["TopKCompressor"]
 
 
 class TopKCompressor(TopKCompressorBase):
     """Compression.topk(ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True,
-    nesterov=False).
+    nesterov=False, clip_norm=None).
 
     With DistributedOptimizer (compression=hvd.Compression.topk(0.01)) each dense gradient of at
     least min_size elements sends its top ratio of elements through Zen's sparse allreduce, with
@@ -47,18 +55,20 @@ class TopKCompressor(TopKCompressorBase):
     unchanged. momentum > 0 is DGC's momentum correction: the momentum is applied here, before
     the compression, so the wrapped optimizer must have none (torch.optim.SGD(momentum=0);
     DistributedOptimizer refuses it otherwise); nesterov=True makes it Nesterov's.
-    momentum_masking clears the momentum of the elements sent. With one rank nothing is
-    compressed (as any compression in Horovod).
+    momentum_masking clears the momentum of the elements sent. clip_norm is DGC's local
+    gradient clipping (above). With one rank nothing is compressed (as any compression in
+    Horovod).
 
     The state (residual, momentum) is kept per key: DistributedOptimizer's key is the
     parameter. On its own, compress(tensor, key) returns a sparse tensor (send it with
     sparse_allreduce(..., dense=True)) or, below min_size, a dense one (allreduce); then
-    decompress(result, ctx). hvd.allreduce(t, compression=topk) raises: it has no key.
+    decompress(result, ctx); scale (clip_scale's factor) clips it. hvd.allreduce(t,
+    compression=topk) raises: it has no key.
     """
 
     def __init__(self, ratio=0.01, min_size=1024, momentum=0.0, momentum_masking=True,
-                 nesterov=False):
-        super().__init__(ratio, min_size, momentum, momentum_masking, nesterov)
+                 nesterov=False, clip_norm=None):
+        super().__init__(ratio, min_size, momentum, momentum_masking, nesterov, clip_norm)
         self._generators = {}  # device -> the samples' generator
 
     def compresses(self, tensor):
@@ -66,8 +76,23 @@ class TopKCompressor(TopKCompressorBase):
         return (tensor.dtype.is_floating_point and not tensor.is_sparse
                 and tensor.numel() >= self.min_size)
 
-    def compress(self, tensor, key=None):
-        """(a 1-D sparse COO tensor of the selected elements, or a dense tensor; ctx)."""
+    def clip_scale(self, tensors, size):
+        """The factor (a 0-d float64 tensor on the first tensor's device) that clips tensors,
+        one rank's dense gradients of a step, to clip_threshold(size) in global L2 norm; None
+        without clip_norm or tensors. A NaN or infinite norm gives NaN or 0: loud, as in
+        torch.nn.utils.clip_grad_norm_."""
+        if self.clip_norm is None or not tensors:
+            return None
+        device = tensors[0].device
+        norms = [torch.linalg.vector_norm(t.detach(), dtype=_accumulator_dtype(t.dtype))
+                 for t in tensors]
+        total = torch.linalg.vector_norm(
+            torch.stack([n.to(device=device, dtype=torch.float64) for n in norms]))
+        return (self.clip_threshold(size) / (total + CLIP_EPSILON)).clamp(max=1.0)
+
+    def compress(self, tensor, key=None, scale=None):
+        """(a 1-D sparse COO tensor of the selected elements, or a dense tensor; ctx). scale:
+        clip_scale's factor, applied before the momentum and the residual."""
         if key is None:
             raise ValueError("Compression.topk keeps a residual per tensor, so compress needs "
                              "a key: use it with DistributedOptimizer, or call "
@@ -78,6 +103,8 @@ class TopKCompressor(TopKCompressorBase):
         # The state accumulates in float32 for half-precision gradients: in float16 or
         # bfloat16 a residual soon rounds the small gradients added to it away.
         wide = flat.to(_accumulator_dtype(flat.dtype))
+        if scale is not None:
+            wide = wide * scale.to(device=wide.device, dtype=wide.dtype)
         update = momentum = wide
         if self.momentum:
             momentum = update = self._state(self._momenta, key, wide)
@@ -85,7 +112,7 @@ class TopKCompressor(TopKCompressorBase):
             if self.nesterov:
                 update = wide.add(momentum, alpha=self.momentum)
         if not self.compresses(tensor):
-            if update is wide:
+            if update is wide and scale is None:
                 return tensor, None
             # A copy: the allreduce writes its result in place.
             return update.to(flat.dtype, copy=True).view(tensor.shape), tuple(tensor.shape)
