@@ -4,6 +4,7 @@
 #include "core/traffic_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace zen {
 namespace {
@@ -29,6 +30,22 @@ TrafficEstimate bpHashBitmapTraffic(const TrafficInputs& in) {
   const double pull = share(in.n) * (static_cast<double>(in.numRows) / 8.0 +
                                      in.aggregatedNnz * static_cast<double>(in.rowBytes));
   return TrafficEstimate{push, pull};
+}
+
+TrafficEstimate bpZenTraffic(const TrafficInputs& in) {
+  const TrafficEstimate withBitmap = bpHashBitmapTraffic(in);
+  if (in.n <= 0 || in.numRows <= 0) return withBitmap;
+  const double u = static_cast<double>(in.numRows) / in.n;  // positions of a part
+  const double a = in.aggregatedNnz / in.n;                 // its rows
+  const double rows = a * static_cast<double>(in.rowBytes);
+  double part = rows + u / 8.0;                                          // bitmap
+  part = std::min(part, rows + a * static_cast<double>(in.indexBytes));  // COO
+  if (a >= u) part = rows;                                               // dense
+  if (a >= 1 && a < u) {
+    const double low = std::floor(std::log2(u / a));
+    part = std::min(part, rows + (a * (low + 1) + u / std::exp2(low)) / 8.0);  // Elias-Fano
+  }
+  return TrafficEstimate{withBitmap.push, static_cast<double>(in.n - 1) * part};
 }
 
 TrafficEstimate agSparseTraffic(const TrafficInputs& in) {

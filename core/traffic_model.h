@@ -40,6 +40,14 @@ TrafficEstimate bpCooTraffic(const TrafficInputs& in);
 // servers' bitmaps and rows (the n bitmaps together are ceil(|G| / 8) bytes).
 TrafficEstimate bpHashBitmapTraffic(const TrafficInputs& in);
 
+// Balanced Parallelism as the zen scheme runs it (ops/sparse_allreduce_zen.cc): COO push as
+// above, and each Pull part (|G| / n positions, aggregatedNnz / n rows) in the smallest of
+// its encodings: COO positions (indexBytes each), the hash bitmap (|G| / n bits), the
+// Elias-Fano code of its positions (a (L + 1) + |G| / (n 2^L) bits, L = floor(log2(|G| /
+// aggregatedNnz)); core/elias_fano.h), or the dense rows alone when every position is
+// occupied; pull = (n - 1) x that part.
+TrafficEstimate bpZenTraffic(const TrafficInputs& in);
+
 // AGsparse (allgather of every rank's COO, local sum): (n - 1) * rankNnz * (indexBytes +
 // rowBytes) received, linear in n. Reported as pull; push is 0.
 TrafficEstimate agSparseTraffic(const TrafficInputs& in);

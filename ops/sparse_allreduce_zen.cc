@@ -11,11 +11,12 @@
 //   3. aggregate: server r validates the n - 1 payloads, then scatter-adds all n lists in rank
 //      order into its |I_r| accumulator rows (fp32 for 16-bit floats, PartitionAggregator).
 //   4. encode: Algorithm 2 (core/hash_bitmap.h), scaled by 1/n for Average, then the fewest
-//      bytes of three Pull encodings, told apart by the payload's kind byte: COO (ascending
-//      positions + rows) when the aggregate is very sparse, hash bitmap + rows otherwise, dense
-//      rows when every position of the part is occupied. (Dense for a merely nearly full part
-//      would lose which rows were sent, the union the sparse output reports; it would save at
-//      most 1/(8 rb) of the part's bytes.)
+//      bytes of four Pull encodings, told apart by the payload's kind byte: COO (ascending
+//      positions + rows) for a handful of rows, the Elias-Fano code of the positions + rows
+//      (core/elias_fano.h) when the aggregate is sparse, hash bitmap + rows when it is dense,
+//      dense rows when every position of the part is occupied. (Dense for a merely nearly full
+//      part would lose which rows were sent, the union the sparse output reports; it would
+//      save at most 1/(8 rb) of the part's bytes.)
 //   5. pull: one allgatherv of the n encoded parts.
 //   6. decode: every part, own included, validated, into the dense output or into (index,
 //      row) pairs sorted by index.
@@ -25,10 +26,13 @@
 //                (56 alone from a rank with no rows)
 //   pull sent  = (n - 1) part_r;                             pull recv = sum_{j != r} part_j
 //   part_j     = min(16 + pad8(4 a_j) + a_j rb,              COO
+//                    24 + pad8(ceil(a_j L / 8))              Elias-Fano, L = floor(log2(|I_j| /
+//                       + pad8(ceil(H / 8)) + a_j rb,          a_j)), H = a_j + (|I_j| - 1) >> L
 //                    24 + pad8(ceil(|I_j| / 8)) + a_j rb,    hash bitmap
 //                    24 + |I_j| rb if a_j = |I_j|)           dense
-// With bitmaps this is core/traffic_model.h's bpHashBitmapTraffic plus the headers and the
-// (n - 1) x 56 bytes of call summaries each way, in two rounds (Push, Pull).
+// This is core/traffic_model.h's bpZenTraffic (with bitmaps only: bpHashBitmapTraffic, the
+// paper's) plus the headers and the (n - 1) x 56 bytes of call summaries each way, in two
+// rounds (Push, Pull).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -159,7 +163,16 @@ void encodePullPart(const EncodedPart& e, uint64_t partSize, const RowFormat& f,
     encodeDenseRange(f, 0, e.values.data(), e.count, out);
     return;
   }
-  if (cooPositionsBytes(e.count, rb) < bitmapPartBytes(partSize, e.count, rb)) {
+  const size_t coo = cooPositionsBytes(e.count, rb);
+  const size_t bitmap = bitmapPartBytes(partSize, e.count, rb);
+  if (eliasFanoPartBytes(partSize, e.count, rb) < std::min(coo, bitmap)) {
+    EliasFanoPartSlots slots = startEliasFanoPart(f, partSize, e.count, out);
+    forEachSetBit(e.bitmap.data(), e.bitmap.size(), [&](uint64_t p) { slots.positions.push(p); });
+    slots.positions.finish();
+    if (e.count > 0) std::memcpy(slots.values, e.values.data(), e.values.size());
+    return;
+  }
+  if (coo < bitmap) {
     const CooPositionsSlots slots = startCooPositions(f, e.count, out);
     uint32_t* pos = slots.positions;
     forEachSetBit(e.bitmap.data(), e.bitmap.size(),
@@ -197,6 +210,15 @@ Result<int64_t> visitPullPart(
                            decodeBitmapPart(payload.data(), payload.size(), f, partSize));
       rows = v.values;
       forEachSetBitIndex(ws.map, j, v.bitmap, v.bitmapBytes, batch);
+      return v.count;
+    }
+    case PayloadKind::kEliasFano: {
+      ZEN_ASSIGN_OR_RETURN(const EliasFanoPartView v,
+                           decodeEliasFanoPart(payload.data(), payload.size(), f, partSize));
+      rows = v.values;
+      EliasFanoReader reader(v.shape, v.low, v.high);
+      forEachPositionIndex(
+          ws.map, j, v.count, [&](int64_t) { return reader.next(); }, batch);
       return v.count;
     }
     case PayloadKind::kDenseRange: {

@@ -147,6 +147,8 @@ const char* payloadKindName(PayloadKind kind) {
       return "blocks";
     case PayloadKind::kCallInfo:
       return "call-info";
+    case PayloadKind::kEliasFano:
+      return "Elias-Fano";
   }
   return "unknown";
 }
@@ -157,7 +159,7 @@ Result<PayloadKind> peekPayloadKind(const uint8_t* data, size_t size) {
   ZEN_CHECK_ARG(data[0] == kWireMagic && data[1] == kWireVersion,
                 "payload: bad magic/version 0x{:02x}/{}", data[0], data[1]);
   ZEN_CHECK_ARG(data[2] >= static_cast<uint8_t>(PayloadKind::kCounts) &&
-                    data[2] <= static_cast<uint8_t>(PayloadKind::kCallInfo),
+                    data[2] <= static_cast<uint8_t>(PayloadKind::kEliasFano),
                 "payload: unknown kind {}", data[2]);
   return static_cast<PayloadKind>(data[2]);
 }
@@ -359,6 +361,75 @@ Result<BitmapPartView> decodeBitmapPart(const uint8_t* data,
   v.bitmapBytes = bitmapBytes;
   v.count = count;
   v.values = reinterpret_cast<const std::byte*>(data + fixed);
+  return v;
+}
+
+// --- Elias-Fano part ---------------------------------------------------------------------------
+
+namespace {
+
+constexpr uint64_t kMaxEliasFanoUniverse = uint64_t{1} << 32;
+
+// Offsets of the part's arrays: low bits, bitvector, rows.
+struct EliasFanoLayout {
+  size_t low;
+  size_t high;
+  size_t values;
+};
+EliasFanoLayout eliasFanoLayout(const EliasFanoShape& s) {
+  const size_t low = kWireHeaderBytes + 8;
+  const size_t high = low + roundUp8(s.lowBytes);
+  return {low, high, high + roundUp8(s.highBytes)};
+}
+
+}  // namespace
+
+size_t eliasFanoPartBytes(uint64_t universe, int64_t count, size_t rowBytes) {
+  const EliasFanoShape s = eliasFanoShape(universe, static_cast<uint64_t>(count));
+  return eliasFanoLayout(s).values + static_cast<size_t>(count) * rowBytes;
+}
+
+EliasFanoPartSlots startEliasFanoPart(const RowFormat& format,
+                                      uint64_t universe,
+                                      int64_t count,
+                                      ByteVector* out) {
+  const EliasFanoShape s = eliasFanoShape(universe, static_cast<uint64_t>(count));
+  const EliasFanoLayout at = eliasFanoLayout(s);
+  uint8_t* p = writeHeader(PayloadKind::kEliasFano, format.dtype, format.rowSize,
+                           static_cast<uint64_t>(count),
+                           at.values + static_cast<size_t>(count) * format.rowBytes(), out);
+  store<uint64_t>(p + kWireHeaderBytes, universe);
+  std::memset(p + at.low, 0, at.values - at.low);  // the writer ORs its bits in
+  return {EliasFanoWriter(s, p + at.low, p + at.high), reinterpret_cast<std::byte*>(p + at.values)};
+}
+
+Result<EliasFanoPartView> decodeEliasFanoPart(const uint8_t* data,
+                                              size_t size,
+                                              const RowFormat& format,
+                                              uint64_t expectedUniverse) {
+  ZEN_ASSIGN_OR_RETURN(const Header h, readHeader(data, size, PayloadKind::kEliasFano));
+  ZEN_RETURN_IF_ERROR(checkFormat(h, format));
+  ZEN_CHECK_ARG(size >= kWireHeaderBytes + 8, "Elias-Fano payload truncated: {} bytes", size);
+  const uint64_t universe = load<uint64_t>(data + kWireHeaderBytes);
+  ZEN_CHECK_ARG(universe == expectedUniverse && universe <= kMaxEliasFanoUniverse,
+                "Elias-Fano payload has a universe of {} positions, the part has {}", universe,
+                expectedUniverse);
+  ZEN_RETURN_IF_ERROR(checkCount(h, universe, size, kWireHeaderBytes + 8, format.rowBytes()));
+  const auto count = static_cast<int64_t>(h.count);
+  ZEN_RETURN_IF_ERROR(
+      checkExactSize(h, size, eliasFanoPartBytes(universe, count, format.rowBytes())));
+  const EliasFanoShape s = eliasFanoShape(universe, h.count);
+  const EliasFanoLayout at = eliasFanoLayout(s);
+  ZEN_RETURN_IF_ERROR(checkZero(h, data + at.low + s.lowBytes, data + at.high));
+  ZEN_RETURN_IF_ERROR(checkZero(h, data + at.high + s.highBytes, data + at.values));
+  ZEN_RETURN_IF_ERROR(checkEliasFano(s, data + at.low, data + at.high, universe, h.count));
+  EliasFanoPartView v;
+  v.universe = universe;
+  v.shape = s;
+  v.low = data + at.low;
+  v.high = data + at.high;
+  v.count = count;
+  v.values = reinterpret_cast<const std::byte*>(data + at.values);
   return v;
 }
 

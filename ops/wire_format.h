@@ -7,6 +7,7 @@
 
 #include "core/config.h"
 #include "core/dtype.h"
+#include "core/elias_fano.h"
 #include "core/status.h"
 #include "ops/sparse_allreduce.h"
 #include "ops/transport.h"
@@ -40,6 +41,8 @@ enum class PayloadKind : uint8_t {
   kDenseRange = 5,  // u64 begin | count rows: rows [begin, begin + count)
   kBlocks = 6,      // count x u32 block ids, ascending | pad | count blocks of rowSize elements
   kCallInfo = 7,    // the dispatcher's per-call summary | count bytes of error message
+  kEliasFano = 8,   // u64 universe | low bits | pad | bitvector | pad | count rows (ascending
+                    // positions, core/elias_fano.h)
 };
 const char* payloadKindName(PayloadKind kind);
 
@@ -152,6 +155,32 @@ Result<BitmapPartView> decodeBitmapPart(const uint8_t* data,
                                         size_t size,
                                         const RowFormat& format,
                                         uint64_t expectedBits);
+
+// --- Elias-Fano part (zen Pull: a sparse part's ascending positions, core/elias_fano.h) -------
+struct EliasFanoPartView {
+  uint64_t universe = 0;  // |I_j|
+  EliasFanoShape shape;
+  const uint8_t* low = nullptr;
+  const uint8_t* high = nullptr;
+  int64_t count = 0;
+  const std::byte* values = nullptr;
+};
+size_t eliasFanoPartBytes(uint64_t universe, int64_t count, size_t rowBytes);
+struct EliasFanoPartSlots {
+  EliasFanoWriter positions;  // push the count positions, ascending, then finish()
+  std::byte* values;
+};
+// universe <= 2^32 (positions are 32-bit), count <= universe.
+EliasFanoPartSlots startEliasFanoPart(const RowFormat& format,
+                                      uint64_t universe,
+                                      int64_t count,
+                                      ByteVector* out);
+// universe must equal expectedUniverse; the code checked whole (checkEliasFano): count
+// positions, strictly ascending, below it.
+Result<EliasFanoPartView> decodeEliasFanoPart(const uint8_t* data,
+                                              size_t size,
+                                              const RowFormat& format,
+                                              uint64_t expectedUniverse);
 
 // --- dense range of rows ---------------------------------------------------------------------
 struct DenseRangeView {

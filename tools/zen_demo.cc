@@ -134,6 +134,8 @@ int main(int argc, char** argv) {
              "zen measured (COO push, bitmap pull)", mb(measured), dense / measured);
   const std::map<std::string, double> models = {
       {"zen closed form", zen::bpHashBitmapTraffic(in).total()},
+      // The sparse allreduce's zen scheme sends each Pull part in its smallest encoding.
+      {"zen scheme, smallest pull parts", zen::bpZenTraffic(in).total()},
       {"BP with COO pull", zen::bpCooTraffic(in).total()},
       {"AGsparse (allgather COO)", zen::agSparseTraffic(in).total()},
       {"dense ring allreduce", dense}};

@@ -57,6 +57,26 @@ TEST(TrafficModel, BpHashBitmapPullIsDensityIndependentBitmapsPlusRows) {
   EXPECT_GT(bpHashBitmapTraffic(in).pull, bpCooTraffic(in).pull);
 }
 
+// Zen's Pull part is the smallest encoding: Elias-Fano at the example's 5 % aggregated
+// density (u = 125,000 positions, a = 6,250 rows: L = 4, a (L + 1) + u / 16 bits), never more
+// than the bitmap or COO, the bitmap at half density, the rows alone when full.
+TEST(TrafficModel, BpZenPullPicksTheSmallestPart) {
+  TrafficInputs in = example();
+  const TrafficEstimate t = bpZenTraffic(in);
+  EXPECT_DOUBLE_EQ(t.push, bpHashBitmapTraffic(in).push);
+  EXPECT_DOUBLE_EQ(t.pull, 7.0 * (6'250 * 4 + (6'250 * 5 + 125'000 / 16.0) / 8));
+  for (const double density : {1e-5, 1e-3, 0.01, 0.05, 0.2, 0.5, 0.9}) {
+    in.aggregatedNnz = density * static_cast<double>(in.numRows);
+    const double zen = bpZenTraffic(in).pull;
+    EXPECT_LE(zen, bpHashBitmapTraffic(in).pull) << density;
+    EXPECT_LE(zen, bpCooTraffic(in).pull) << density;
+  }
+  in.aggregatedNnz = 0.5 * static_cast<double>(in.numRows);
+  EXPECT_DOUBLE_EQ(bpZenTraffic(in).pull, bpHashBitmapTraffic(in).pull);
+  in.aggregatedNnz = static_cast<double>(in.numRows);
+  EXPECT_DOUBLE_EQ(bpZenTraffic(in).pull, 7.0 / 8 * 1'000'000 * 4);
+}
+
 TEST(TrafficModel, AgSparseGrowsLinearlyInN) {
   TrafficInputs in = example();
   in.indexBytes = 8;

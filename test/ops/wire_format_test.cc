@@ -213,6 +213,65 @@ TEST(WireFormat, BitmapPartRoundTripAndChecks) {
                p);
 }
 
+// An Elias-Fano part of `positions` (ascending, below universe) and `values`.
+ByteVector eliasFanoPart(const RowFormat& f,
+                         uint64_t universe,
+                         const std::vector<uint64_t>& positions,
+                         const void* values) {
+  ByteVector p;
+  EliasFanoPartSlots slots =
+      startEliasFanoPart(f, universe, static_cast<int64_t>(positions.size()), &p);
+  for (const uint64_t pos : positions) slots.positions.push(pos);
+  slots.positions.finish();
+  std::memcpy(slots.values, values, positions.size() * f.rowBytes());
+  return p;
+}
+
+TEST(WireFormat, EliasFanoPartRoundTripAndChecks) {
+  const RowFormat f{DataType::kFloat16, 1};
+  const uint64_t universe = 1000;  // 12 positions: L = 6, 72 low bits, 27 bitvector bits
+  const std::vector<uint64_t> positions = {0, 3, 64, 65, 130, 400, 401, 402, 700, 900, 998, 999};
+  const uint16_t values[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  const ByteVector p = eliasFanoPart(f, universe, positions, values);
+  EXPECT_EQ(p.size(), eliasFanoPartBytes(universe, 12, 2));
+  EXPECT_EQ(p.size(), 16u + 8 + 16 + 8 + 24);
+  Result<EliasFanoPartView> view = decodeEliasFanoPart(p.data(), p.size(), f, universe);
+  ASSERT_TRUE(view.isOk()) << view.status().toString();
+  EXPECT_EQ(view.value().count, 12);
+  EliasFanoReader reader(view.value().shape, view.value().low, view.value().high);
+  for (const uint64_t pos : positions) EXPECT_EQ(reader.next(), pos);
+  EXPECT_EQ(std::memcmp(view.value().values, values, 24), 0);
+  expectInvalid(decodeEliasFanoPart(p.data(), p.size(), f, 999).status(), "universe");
+  // An empty part: the header, the universe and no arrays.
+  const ByteVector empty = eliasFanoPart(f, universe, {}, nullptr);
+  EXPECT_EQ(empty.size(), 24u);
+  EXPECT_TRUE(decodeEliasFanoPart(empty.data(), empty.size(), f, universe).isOk());
+
+  const auto refused = [&](ByteVector bad, const std::string& what) {
+    const Status s = decodeEliasFanoPart(bad.data(), bad.size(), f, universe).status();
+    expectInvalid(s, what);
+    EXPECT_NE(s.message().find(what), std::string::npos) << s.toString();
+  };
+  const std::vector<uint64_t> twice = {0, 3, 64, 64, 130, 400, 401, 402, 700, 900, 998, 999};
+  refused(eliasFanoPart(f, universe, twice, values), "not strictly ascending at 3");
+  ByteVector padding = p;
+  padding[16 + 8 + 9] = 1;  // the low array's 9 bytes, padded to 16
+  refused(padding, "non-zero padding");
+  ByteVector highPast = p;  // a value's bit moved past the 27-bit bitvector (to bit 31)
+  uint8_t& first = highPast[16 + 8 + 16];
+  first = static_cast<uint8_t>(first & (first - 1));
+  highPast[16 + 8 + 16 + 3] |= 0x80;
+  refused(highPast, "past its 27-bit bitvector");
+  // Universes past 2^32 are refused (positions are 32-bit), even when the caller expects one.
+  const uint64_t huge = (uint64_t{1} << 32) + 1;
+  ByteVector far = p;
+  std::memcpy(far.data() + 16, &huge, 8);
+  expectInvalid(decodeEliasFanoPart(far.data(), far.size(), f, huge).status(), "huge universe");
+  expectRobust(
+      [&](const uint8_t* d, size_t s) { return decodeEliasFanoPart(d, s, f, universe).status(); },
+      p);
+}
+
 TEST(WireFormat, DenseRangeRoundTripAndLimit) {
   const std::vector<float> v = rows(4, 3);
   ByteVector p;

@@ -6,7 +6,8 @@ zen.tensorflow.keras.broadcast_global_variables and DistributedOptimizer of a Te
 optimizer (with backward_passes_per_step and op=Adasum against hand-computed values, with
 Compression.topk against dgc_reference.py, in two graphs, and with clip_norm; two of them in one
 session.run),
-zen.tensorflow.elastic.TensorFlowState in a session and run recovering from a failure there.
+zen.tensorflow.elastic.TensorFlowState in a session and run recovering from a failure there
+(also with Compression.topk's residuals).
 
     tools/zenrun -np N .venv-tf/bin/python tf_graph.py [CHECK ...]
 
@@ -488,6 +489,58 @@ def elastic_run_with_a_session():
     assert np.array_equal(got, plain) and (got == got[0]).all(), (got, plain)
     want = -0.5 * sum(pass_grad(r, s, np.float64) for r in range(size) for s in range(8))
     assert np.allclose(got[0], want), (got[0], want)
+
+
+@check
+def elastic_run_restores_topk_residuals():
+    """TensorFlowState(session=) saves and restores a DistributedOptimizer's Compression.topk
+    residuals (per rank) with each commit: after a failure at step 6 the steps from the
+    commit at step 4 run again from the residuals of step 4, so W ends as without the failure
+    (with the failed step's residuals the redone steps would send what they had left a
+    second time)."""
+    rank = hvd.rank()
+
+    def train(fail_at):
+        compression = hvd.Compression.topk(0.05, min_size=MIN_SIZE)
+        with tf.Graph().as_default(), tf.compat.v1.Session() as session:
+            optimizer = hvd.DistributedOptimizer(
+                tf.compat.v1.train.GradientDescentOptimizer(1.0), compression=compression)
+            g = tf.compat.v1.placeholder(tf.float64, SHAPE)
+            h = tf.compat.v1.placeholder(tf.float64, [BIAS])
+            w = tf.compat.v1.Variable(np.zeros(SHAPE), name="w")
+            b = tf.compat.v1.Variable(np.zeros(BIAS), name="b")
+            train_op = optimizer.minimize(tf.reduce_sum(w * g) + tf.reduce_sum(b * h))
+            fail = hvd.allreduce(tf.zeros([3 if rank == 1 else 2], tf.float64),
+                                 name="graph.topk.fail")
+            gathered = hvd.allgather(tf.reshape(w, [1, -1]), name="graph.topk.w")
+            session.run([tf.compat.v1.global_variables_initializer(),
+                         tf.compat.v1.local_variables_initializer()])
+            state = hvd.elastic.TensorFlowState([w, b], session=session, step=0)
+            failed = []
+
+            @hvd.elastic.run
+            def loop(state):
+                while state.step < 8:
+                    if state.step == fail_at and not failed:
+                        failed.append(1)
+                        session.run(fail)
+                    gw, gh = step_grads(rank, state.step)
+                    session.run(train_op, {g: gw, h: gh})
+                    state.step += 1
+                    if state.step % 4 == 0:
+                        state.commit()
+
+            loop(state)
+            return session.run(gathered), failed
+
+    plain, failed = train(-1)
+    assert not failed
+    got, failed = train(6)
+    assert failed
+    assert np.abs(got - plain).max() < 1e-12 and (got == got[0]).all(), \
+        np.abs(got - plain).max()
+    want, _ = dgc_reference(hvd.size(), 8, 0.05)
+    assert np.abs(got[0] + sum(want).reshape(-1)).max() < 1e-10
 
 
 def barrier():

@@ -21,6 +21,7 @@ from zen.common.elastic import HorovodInternalError, HostsUpdatedInterrupt, Obje
 from zen.common.elastic import run_fn
 from zen.tensorflow.functions import broadcast_object, broadcast_object_fn, broadcast_variables
 from zen.tensorflow.mpi_ops import init, rank, shutdown
+from zen.tensorflow.topk import STATE_COLLECTION
 
 __all__ = ["HorovodInternalError", "HostsUpdatedInterrupt", "ObjectState", "State",
            "TensorFlowKerasState", "TensorFlowState", "run"]
@@ -130,7 +131,10 @@ class TensorFlowState(ObjectState):
     broadcast, the restore's assigns (fed through placeholders) and broadcast_object_fn's ops
     are built once here, so that committing does not grow the graph. (Horovod's, under
     TensorFlow 2 in graph mode, defaults to no session and restores by var.assign, which
-    there only builds an op.)"""
+    there only builds an op.) The graph's Compression.topk residuals and momenta (the
+    optimizer built first) are saved and restored too, per rank (a sync keeps each rank's
+    own), so that the steps run again after a failure do not send what they had left a
+    second time."""
 
     def __init__(self, variables=None, session=None, **kwargs):
         if tf.executing_eagerly():
@@ -152,22 +156,32 @@ class TensorFlowState(ObjectState):
             with self.session.graph.as_default():
                 self.variables = list(variables or tf.compat.v1.global_variables())
                 self._store = _SessionVariables(self.variables, self.session)
+                self._topk = _SessionVariables(
+                    tf.compat.v1.get_collection(STATE_COLLECTION), self.session,
+                    broadcast=False)
             bcast_object = broadcast_object_fn(root_rank=0, session=self.session,
                                                name="elastic.state")
         self._saved = self._store.values()
+        self._saved_topk = self._topk.values() if self.session is not None else None
         super().__init__(bcast_object=bcast_object, get_rank=rank, **kwargs)
 
     def save(self):
         self._saved = self._store.values()
+        if self.session is not None:
+            self._saved_topk = self._topk.values()
         super().save()
 
     def restore(self):
         self._store.load(self._saved)
+        if self.session is not None:
+            self._topk.load(self._saved_topk)
         super().restore()
 
     def sync(self):
         self._store.broadcast()
         self._saved = self._store.values()
+        if self.session is not None:
+            self._saved_topk = self._topk.values()
         super().sync()
 
 
@@ -188,12 +202,13 @@ class _EagerVariables:
 
 
 class _SessionVariables:
-    """TensorFlowState's variables in a TensorFlow 1 session: their ops, built once."""
+    """TensorFlowState's variables in a TensorFlow 1 session: their ops, built once (the
+    broadcast's unless broadcast=False)."""
 
-    def __init__(self, variables, session):
+    def __init__(self, variables, session, broadcast=True):
         self._variables = variables
         self._session = session
-        self._bcast = broadcast_variables(variables, root_rank=0)
+        self._bcast = broadcast_variables(variables, root_rank=0) if broadcast else None
         self._feeds = [tf.compat.v1.placeholder(v.dtype.base_dtype, v.shape) for v in variables]
         self._load = tf.group([v.assign(f) for v, f in zip(variables, self._feeds)])
 

@@ -15,7 +15,7 @@ travel in the gradient's dtype, and what that rounding drops stays in v) are tf.
 this object, created in an init_scope on first use (so inside a traced train step too); they are
 not the optimizer's variables (not saved, not broadcast). In a TensorFlow 1 graph they are
 LOCAL_VARIABLES (as the aggregation's state: not broadcast with the global ones), one set per
-graph, and the reads and writes are ordered by explicit control dependencies, which a graph
+graph, also in the graph's STATE_COLLECTION (which TensorFlowState(session=) saves), and the reads and writes are ordered by explicit control dependencies, which a graph
 lacks (eagerly and in a tf.function they are no-ops). Tensors below min_size elements go dense.
 
 ratio may be set between steps (DGC's warm-up). k is fixed where a tf.function traces the
@@ -33,7 +33,12 @@ from zen.common.compression import (CLIP_EPSILON, TopKCompressorBase, topk_count
                                     topk_sample_plan)
 from zen.tensorflow.aggregation import graph_key, state_variable
 
-__all__ = ["TopKCompressor"]
+__all__ = ["STATE_COLLECTION", "TopKCompressor"]
+
+# The graph collection of every Compression.topk residual and momentum built into a TensorFlow
+# 1 graph (a graph's own, not a process global): elastic's TensorFlowState(session=) saves and
+# restores them with each commit.
+STATE_COLLECTION = "zen_topk_state"
 
 
 class TopKCompressor(TopKCompressorBase):
@@ -181,6 +186,8 @@ class TopKCompressor(TopKCompressorBase):
         if state is None:
             state = states[key] = state_variable(lambda: tf.zeros(flat.shape, flat.dtype),
                                                  "zen_topk_state")
+            if graph_key() is not None:
+                tf.compat.v1.add_to_collection(STATE_COLLECTION, state)
         elif state.shape != flat.shape or state.dtype != flat.dtype:
             raise ValueError("Compression.topk: the gradient %r changed from %s %s to %s %s"
                              % (key, state.dtype.name, state.shape, flat.dtype.name,
