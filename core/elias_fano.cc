@@ -17,11 +17,14 @@ EliasFanoShape eliasFanoShape(uint64_t universe, uint64_t count) {
   return s;
 }
 
-Status checkEliasFano(const EliasFanoShape& shape,
-                      const uint8_t* low,
-                      const uint8_t* high,
-                      uint64_t universe,
-                      uint64_t count) {
+Status decodeEliasFano(const EliasFanoShape& shape,
+                       const uint8_t* low,
+                       const uint8_t* high,
+                       uint64_t universe,
+                       uint64_t count,
+                       uint32_t* values) {
+  ZEN_CHECK_ARG(universe <= (uint64_t{1} << 32), "Elias-Fano code of a universe of {} (> 2^32)",
+                universe);
   const uint64_t set = bitmapPopcount(high, shape.highBytes);
   ZEN_CHECK_ARG(set == count, "Elias-Fano code has {} values in its bitvector, {} expected", set,
                 count);
@@ -40,6 +43,7 @@ Status checkEliasFano(const EliasFanoShape& shape,
     ZEN_CHECK_ARG(k == 0 || value > previous,
                   "Elias-Fano code: values not strictly ascending at {}", k);
     previous = value;
+    if (values != nullptr) values[k] = static_cast<uint32_t>(value);
   }
   return Status::ok();
 }

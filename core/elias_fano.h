@@ -116,12 +116,14 @@ class EliasFanoReader {
 };
 
 // Checks untrusted arrays of the shape: exactly `count` bits set in the bitvector, none past
-// highBits, no low bit past m L, and the values strictly ascending and below the universe.
-// kInvalidArgument naming what is wrong.
-Status checkEliasFano(const EliasFanoShape& shape,
-                      const uint8_t* low,
-                      const uint8_t* high,
-                      uint64_t universe,
-                      uint64_t count);
+// highBits, no low bit past m L, and the values strictly ascending and below the universe
+// (at most 2^32); kInvalidArgument naming what is wrong. With `values`, writes the count
+// values there as it goes (one pass: a receiver reads them from there, not the code again).
+Status decodeEliasFano(const EliasFanoShape& shape,
+                       const uint8_t* low,
+                       const uint8_t* high,
+                       uint64_t universe,
+                       uint64_t count,
+                       uint32_t* values = nullptr);
 
 }  // namespace zen

@@ -85,6 +85,8 @@ struct SparseAllreduceWorkspace::Zen {
   EncodedPart encoded;
   ByteVector pullPayload;
   std::vector<ByteVector> gathered;
+  // Each Pull part's positions where its payload carries them coded (Elias-Fano).
+  std::vector<std::vector<uint32_t>> pullPositions;
   // decodeSparse: every part's indices back to back (part j's from partStart[j]), its rows
   // read in place from `gathered` (part j's row 0 at partRows[j]).
   std::vector<uint64_t, DefaultInitAllocator<uint64_t>> keys;
@@ -184,10 +186,15 @@ void encodePullPart(const EncodedPart& e, uint64_t partSize, const RowFormat& f,
 }
 
 // Validates part j's Pull payload and calls fn(indices, rows, n) for its rows in order, in
-// batches: indices[i] is the global index of row i of `rows` (contiguous, rowBytes each).
+// batches: indices[i] is the global index of row i of `rows` (contiguous, rowBytes each). An
+// Elias-Fano part's positions are decoded into *positions first.
 template <typename Fn>
-Result<int64_t> visitPullPart(
-    const Zen& ws, uint32_t j, const ByteVector& payload, const RowFormat& f, Fn&& fn) {
+Result<int64_t> visitPullPart(const Zen& ws,
+                              uint32_t j,
+                              const ByteVector& payload,
+                              const RowFormat& f,
+                              std::vector<uint32_t>* positions,
+                              Fn&& fn) {
   const uint64_t partSize = ws.map.partSize(static_cast<int>(j));
   const size_t rb = f.rowBytes();
   ZEN_ASSIGN_OR_RETURN(const PayloadKind kind, peekPayloadKind(payload.data(), payload.size()));
@@ -213,12 +220,12 @@ Result<int64_t> visitPullPart(
       return v.count;
     }
     case PayloadKind::kEliasFano: {
-      ZEN_ASSIGN_OR_RETURN(const EliasFanoPartView v,
-                           decodeEliasFanoPart(payload.data(), payload.size(), f, partSize));
+      ZEN_ASSIGN_OR_RETURN(
+          const EliasFanoPartView v,
+          decodeEliasFanoPart(payload.data(), payload.size(), f, partSize, positions));
       rows = v.values;
-      EliasFanoReader reader(v.shape, v.low, v.high);
       forEachPositionIndex(
-          ws.map, j, v.count, [&](int64_t) { return reader.next(); }, batch);
+          ws.map, j, v.count, [&](int64_t k) { return uint64_t{v.positions[k]}; }, batch);
       return v.count;
     }
     case PayloadKind::kDenseRange: {
@@ -239,7 +246,7 @@ Result<int64_t> visitPullPart(
 }
 
 // Step 6 into the dense output: parts own disjoint rows, so they decode in parallel.
-Status decodeDense(const Zen& ws,
+Status decodeDense(Zen& ws,
                    const RowFormat& f,
                    const SparseAllreduceOptions& o,
                    SparseAllreduceResult* result) {
@@ -247,8 +254,9 @@ Status decodeDense(const Zen& ws,
   ThreadPool* pool = o.pool;
   const int n = ws.n;
   std::vector<Result<int64_t>> counts(n, Status::ok());
+  ws.pullPositions.resize(static_cast<size_t>(n));
   auto decodePart = [&](int64_t j) {
-    counts[j] = visitPullPart(ws, static_cast<uint32_t>(j), ws.gathered[j], f,
+    counts[j] = visitPullPart(ws, static_cast<uint32_t>(j), ws.gathered[j], f, &ws.pullPositions[j],
                               [&](const uint64_t* idx, const std::byte* rows, size_t n) {
                                 dense.copyRows(idx, rows, n);
                               });
@@ -288,13 +296,14 @@ Status decodeSparse(
   const size_t rb = f.rowBytes();
   const int n = ws.n;
   ws.keys.clear();
+  ws.pullPositions.resize(static_cast<size_t>(n));
   ws.partStart.assign(static_cast<size_t>(n) + 1, 0);
   ws.partRows.assign(static_cast<size_t>(n), nullptr);
   for (int j = 0; j < n; ++j) {
     const size_t begin = ws.keys.size();
     ws.partStart[j] = begin;
     const Result<int64_t> count =
-        visitPullPart(ws, static_cast<uint32_t>(j), ws.gathered[j], f,
+        visitPullPart(ws, static_cast<uint32_t>(j), ws.gathered[j], f, &ws.pullPositions[j],
                       [&](const uint64_t* idx, const std::byte* rows, size_t m) {
                         const size_t at = ws.keys.size();
                         if (at == begin) ws.partRows[j] = rows;  // the part's first batch

@@ -406,7 +406,8 @@ EliasFanoPartSlots startEliasFanoPart(const RowFormat& format,
 Result<EliasFanoPartView> decodeEliasFanoPart(const uint8_t* data,
                                               size_t size,
                                               const RowFormat& format,
-                                              uint64_t expectedUniverse) {
+                                              uint64_t expectedUniverse,
+                                              std::vector<uint32_t>* positions) {
   ZEN_ASSIGN_OR_RETURN(const Header h, readHeader(data, size, PayloadKind::kEliasFano));
   ZEN_RETURN_IF_ERROR(checkFormat(h, format));
   ZEN_CHECK_ARG(size >= kWireHeaderBytes + 8, "Elias-Fano payload truncated: {} bytes", size);
@@ -422,13 +423,16 @@ Result<EliasFanoPartView> decodeEliasFanoPart(const uint8_t* data,
   const EliasFanoLayout at = eliasFanoLayout(s);
   ZEN_RETURN_IF_ERROR(checkZero(h, data + at.low + s.lowBytes, data + at.high));
   ZEN_RETURN_IF_ERROR(checkZero(h, data + at.high + s.highBytes, data + at.values));
-  ZEN_RETURN_IF_ERROR(checkEliasFano(s, data + at.low, data + at.high, universe, h.count));
+  positions->resize(static_cast<size_t>(count));
+  ZEN_RETURN_IF_ERROR(
+      decodeEliasFano(s, data + at.low, data + at.high, universe, h.count, positions->data()));
   EliasFanoPartView v;
   v.universe = universe;
   v.shape = s;
   v.low = data + at.low;
   v.high = data + at.high;
   v.count = count;
+  v.positions = positions->data();
   v.values = reinterpret_cast<const std::byte*>(data + at.values);
   return v;
 }

@@ -163,6 +163,7 @@ struct EliasFanoPartView {
   const uint8_t* low = nullptr;
   const uint8_t* high = nullptr;
   int64_t count = 0;
+  const uint32_t* positions = nullptr;  // decoded into the caller's vector
   const std::byte* values = nullptr;
 };
 size_t eliasFanoPartBytes(uint64_t universe, int64_t count, size_t rowBytes);
@@ -175,12 +176,14 @@ EliasFanoPartSlots startEliasFanoPart(const RowFormat& format,
                                       uint64_t universe,
                                       int64_t count,
                                       ByteVector* out);
-// universe must equal expectedUniverse; the code checked whole (checkEliasFano): count
+// universe must equal expectedUniverse; the code checked whole and decoded in one pass
+// (decodeEliasFano) into *positions (resized to count, which the exact size bounds): count
 // positions, strictly ascending, below it.
 Result<EliasFanoPartView> decodeEliasFanoPart(const uint8_t* data,
                                               size_t size,
                                               const RowFormat& format,
-                                              uint64_t expectedUniverse);
+                                              uint64_t expectedUniverse,
+                                              std::vector<uint32_t>* positions);
 
 // --- dense range of rows ---------------------------------------------------------------------
 struct DenseRangeView {

@@ -74,7 +74,7 @@ TEST(EliasFano, RoundTripsEveryShape) {
     const Code c = encodeAll(values, universe);
     EXPECT_EQ(decodeAll(c, values.size()), values) << values.size() << " of " << universe;
     EXPECT_TRUE(
-        checkEliasFano(c.shape, c.low.data(), c.high.data(), universe, values.size()).isOk());
+        decodeEliasFano(c.shape, c.low.data(), c.high.data(), universe, values.size()).isOk());
     const double m = static_cast<double>(values.size());
     const double bits = 8.0 * static_cast<double>(c.shape.lowBytes + c.shape.highBytes);
     EXPECT_LE(bits, m * (c.shape.lowBits + 3) + 16) << values.size() << " of " << universe;
@@ -100,16 +100,16 @@ TEST(EliasFano, CheckRefusesCorruptCodes) {
   const uint64_t universe = 5100;  // L = 5: 259 bitvector bits, 500 low bits
   const std::vector<uint64_t> values = ascending(100, universe, 3);
   const Code good = encodeAll(values, universe);
-  ASSERT_TRUE(checkEliasFano(good.shape, good.low.data(), good.high.data(), universe, 100).isOk());
+  ASSERT_TRUE(decodeEliasFano(good.shape, good.low.data(), good.high.data(), universe, 100).isOk());
   const auto refused = [&](const Code& c, uint64_t count, const char* what) {
-    const Status s = checkEliasFano(c.shape, c.low.data(), c.high.data(), universe, count);
+    const Status s = decodeEliasFano(c.shape, c.low.data(), c.high.data(), universe, count);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << what;
     EXPECT_NE(s.message().find(what), std::string::npos) << s.message();
   };
   refused(good, 99, "100 values in its bitvector, 99 expected");
   Code extra = good;
   extra.high[0] ^= 0xff;  // more or fewer set bits
-  if (checkEliasFano(extra.shape, extra.low.data(), extra.high.data(), universe, 100).isOk()) {
+  if (decodeEliasFano(extra.shape, extra.low.data(), extra.high.data(), universe, 100).isOk()) {
     ADD_FAILURE() << "a flipped bitvector byte passed";
   }
   Code past = good;  // a set bit past the bitvector, one fewer inside it
@@ -133,11 +133,11 @@ TEST(EliasFano, CheckRefusesCorruptCodes) {
     w.push(10);
     w.finish();
   }
-  const Status s = checkEliasFano(same.shape, same.low.data(), same.high.data(), 20000, 2);
+  const Status s = decodeEliasFano(same.shape, same.low.data(), same.high.data(), 20000, 2);
   EXPECT_NE(s.message().find("not strictly ascending at 1"), std::string::npos) << s.message();
   // A value at or above the universe: the last high part one too far.
   const Code top = encodeAll({4999}, 5000);
-  const Status over = checkEliasFano(top.shape, top.low.data(), top.high.data(), 4000, 1);
+  const Status over = decodeEliasFano(top.shape, top.low.data(), top.high.data(), 4000, 1);
   EXPECT_EQ(over.code(), StatusCode::kInvalidArgument);
 }
 

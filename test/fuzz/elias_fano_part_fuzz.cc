@@ -15,7 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   slots.positions.finish();
   for (int i = 0; i < 9; ++i) reinterpret_cast<float*>(slots.values)[i] = static_cast<float>(i);
   const ByteVector p = fuzz::makePayload(data, size, good);
-  const zen::Result<EliasFanoPartView> v = decodeEliasFanoPart(p.data(), p.size(), f, universe);
+  std::vector<uint32_t> scratch;
+  const zen::Result<EliasFanoPartView> v =
+      decodeEliasFanoPart(p.data(), p.size(), f, universe, &scratch);
   fuzz::requireCleanError(v.status());
   if (v.isOk()) {
     const EliasFanoPartView& view = v.value();
@@ -24,6 +26,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     uint64_t previous = 0;
     for (int64_t k = 0; k < view.count; ++k) {
       const uint64_t pos = reader.next();
+      fuzz::require(pos == view.positions[k]);
       fuzz::require(pos < universe && (k == 0 || pos > previous));
       previous = pos;
     }

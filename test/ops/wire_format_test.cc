@@ -233,22 +233,26 @@ TEST(WireFormat, EliasFanoPartRoundTripAndChecks) {
   const std::vector<uint64_t> positions = {0, 3, 64, 65, 130, 400, 401, 402, 700, 900, 998, 999};
   const uint16_t values[12] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   const ByteVector p = eliasFanoPart(f, universe, positions, values);
+  std::vector<uint32_t> scratch;  // the decoded positions
   EXPECT_EQ(p.size(), eliasFanoPartBytes(universe, 12, 2));
   EXPECT_EQ(p.size(), 16u + 8 + 16 + 8 + 24);
-  Result<EliasFanoPartView> view = decodeEliasFanoPart(p.data(), p.size(), f, universe);
+  Result<EliasFanoPartView> view = decodeEliasFanoPart(p.data(), p.size(), f, universe, &scratch);
   ASSERT_TRUE(view.isOk()) << view.status().toString();
   EXPECT_EQ(view.value().count, 12);
   EliasFanoReader reader(view.value().shape, view.value().low, view.value().high);
-  for (const uint64_t pos : positions) EXPECT_EQ(reader.next(), pos);
+  for (size_t k = 0; k < positions.size(); ++k) {
+    EXPECT_EQ(reader.next(), positions[k]);
+    EXPECT_EQ(view.value().positions[k], positions[k]);
+  }
   EXPECT_EQ(std::memcmp(view.value().values, values, 24), 0);
-  expectInvalid(decodeEliasFanoPart(p.data(), p.size(), f, 999).status(), "universe");
+  expectInvalid(decodeEliasFanoPart(p.data(), p.size(), f, 999, &scratch).status(), "universe");
   // An empty part: the header, the universe and no arrays.
   const ByteVector empty = eliasFanoPart(f, universe, {}, nullptr);
   EXPECT_EQ(empty.size(), 24u);
-  EXPECT_TRUE(decodeEliasFanoPart(empty.data(), empty.size(), f, universe).isOk());
+  EXPECT_TRUE(decodeEliasFanoPart(empty.data(), empty.size(), f, universe, &scratch).isOk());
 
   const auto refused = [&](ByteVector bad, const std::string& what) {
-    const Status s = decodeEliasFanoPart(bad.data(), bad.size(), f, universe).status();
+    const Status s = decodeEliasFanoPart(bad.data(), bad.size(), f, universe, &scratch).status();
     expectInvalid(s, what);
     EXPECT_NE(s.message().find(what), std::string::npos) << s.toString();
   };
@@ -266,10 +270,11 @@ TEST(WireFormat, EliasFanoPartRoundTripAndChecks) {
   const uint64_t huge = (uint64_t{1} << 32) + 1;
   ByteVector far = p;
   std::memcpy(far.data() + 16, &huge, 8);
-  expectInvalid(decodeEliasFanoPart(far.data(), far.size(), f, huge).status(), "huge universe");
-  expectRobust(
-      [&](const uint8_t* d, size_t s) { return decodeEliasFanoPart(d, s, f, universe).status(); },
-      p);
+  expectInvalid(decodeEliasFanoPart(far.data(), far.size(), f, huge, &scratch).status(),
+                "huge universe");
+  expectRobust([&](const uint8_t* d,
+                   size_t s) { return decodeEliasFanoPart(d, s, f, universe, &scratch).status(); },
+               p);
 }
 
 TEST(WireFormat, DenseRangeRoundTripAndLimit) {
