@@ -226,6 +226,45 @@ def topk_local_gradient_clipping():
 
 
 @check
+def topk_clipping_leaves_sparse_gradients():
+    """With clip_norm a sparse embedding gradient is not clipped (it is not accumulated; its
+    hook posts it at once): its average arrives as without compression, while the dense
+    gradient, the only one in the norm, is clipped (ratio 1.0 sends it whole: the average of
+    the clipped ones), over two steps."""
+    size, rank = hvd.size(), hvd.rank()
+    clip_norm = 0.5 * size ** 0.5
+
+    def dense_grad(r):
+        return torch.arange(12, dtype=torch.float64).view(4, 3) * (r + 1) / 10
+
+    def rows_of(r):
+        return torch.tensor([r, r + 1, 7])
+
+    emb = torch.nn.Embedding(10, 3, sparse=True).double()
+    w = torch.nn.Parameter(torch.zeros(4, 3, dtype=torch.float64))
+    opt = hvd.DistributedOptimizer(
+        torch.optim.SGD([emb.weight, w], lr=0.0), named_parameters=[("emb", emb.weight), ("w", w)],
+        compression=hvd.Compression.topk(1.0, min_size=1, clip_norm=clip_norm))
+    for _ in range(2):
+        opt.zero_grad()
+        (emb(rows_of(rank)).sum() + (w * dense_grad(rank)).sum()).backward()
+        opt.synchronize()
+        want_emb = torch.zeros(10, 3, dtype=torch.float64)
+        want_w = torch.zeros(4, 3, dtype=torch.float64)
+        for r in range(size):
+            want_emb.index_add_(0, rows_of(r), torch.ones(3, 3, dtype=torch.float64) / size)
+            g = dense_grad(r)
+            factor = min(1.0, clip_norm / size ** 0.5 / (g.norm().item() + 1e-6))
+            assert factor < 0.5, factor
+            want_w += g * factor / size
+        assert emb.weight.grad.is_sparse
+        assert_close(emb.weight.grad.to_dense(), want_emb, "the embedding's gradient")
+        assert_close(w.grad, want_w, "the clipped dense gradient")
+        with opt.skip_synchronize():
+            opt.step()
+
+
+@check
 def topk_selects_largest_on_its_own():
     """Standalone: compress(tensor, key) sends the k elements of residual + gradient largest in
     magnitude (and keeps the rest); sparse_allreduce(dense=True) and decompress give the

@@ -73,6 +73,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.sparse_as_dense = sparse_as_dense
         self.process_set = process_set
         self._handles = {}
+        self._ready = 0  # parameters whose gradient of this step is complete (hooks)
         self._grad_accs = []
         self._requires_update = set()
         self._synchronized = False
@@ -97,6 +98,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def load_state_dict(self, *args, **kwargs):
         self._handles = {}
+        self._ready = 0
         self._synchronized = False
         self._should_synchronize = True
         for p in self._allreduce_delay:
@@ -208,14 +210,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             handle, ctx = None, None
             self._allreduce_delay[p] -= 1
             if self._allreduce_delay[p] == 0:
-                if self._clips():
+                self._ready += 1
+                if self._clips() and (self.sparse_as_dense or not p.grad.is_sparse):
                     handle = _AFTER_CLIPPING
                 else:
                     handle, ctx = self._allreduce_grad_async(p)
             self._handles[p] = (handle, ctx)
-            if handle is _AFTER_CLIPPING and all(
-                    self._handles.get(q, (None,))[0] is not None for q in self._requires_update):
-                self._post_pending()  # the step's last gradient: clip and post them all
+            if self._clips() and self._ready == len(self._requires_update):
+                self._post_pending()  # the step's last gradient: clip and post those held
         return hook
 
     def _post_pending(self):
@@ -249,6 +251,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             else:
                 p.grad.set_(self._compression.decompress(output, ctx))
         self._handles.clear()
+        self._ready = 0
         self._synchronized = True
 
     @contextmanager

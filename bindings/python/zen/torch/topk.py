@@ -26,9 +26,9 @@ DGC's local gradient clipping (clip_norm): before the momentum and the residual 
 gradients, DistributedOptimizer scales this rank's dense gradients (every floating-point one
 the compressor takes, those below min_size too; sparse gradients are not accumulated and are
 left alone) by min(1, clip_norm / sqrt(N) / (their global L2 norm + 1e-6)) over N ranks.
-The norm needs every gradient of the step, so with clip_norm the hooks post nothing during
-backward: the gradients are posted once the last one is in (or at synchronize(), for
-parameters without one).
+The norm needs every gradient of the step, so with clip_norm the hooks post no dense gradient
+during backward: they are posted once the last one is in (or at synchronize(), for
+parameters without one); sparse gradients still go at once.
 
 Not implemented (DGC's other part): weight decay before the compression (the wrapped
 optimizer's weight decay acts on the averaged gradient). The residual and momentum
