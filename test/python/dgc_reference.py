@@ -65,6 +65,25 @@ def dgc_reference(size, steps, ratio, passes=1, momentum=0.0, masking=True, nest
     return updates, residuals
 
 
+def check_clipped_updates(updates, size, ratio, passes, momentum, clip_norm, assert_close,
+                          label):
+    """updates (W's and b's synchronized gradient per step) under Compression.topk(clip_norm)
+    against dgc_reference with clipping (W) and the average of the clipped b gradients (with
+    momentum: of the momenta); every rank's gradients must have been clipped. assert_close:
+    the framework's (got, want, what)."""
+    want, _ = dgc_reference(size, len(updates), ratio, passes, momentum=momentum,
+                            clip_norm=clip_norm)
+    velocity = np.zeros(BIAS)
+    for step, ((uw, ub), ref) in enumerate(zip(updates, want)):
+        factors = [clip_factor(size, r, step, passes, clip_norm) for r in range(size)]
+        assert max(factors) < 0.95, factors
+        what = "step %d (%s)" % (step, label)
+        assert_close(uw, ref, "W's update of " + what)
+        g = sum(step_grads(r, step, passes)[1] * f for r, f in enumerate(factors)) / size
+        velocity = momentum * velocity + g
+        assert_close(ub, velocity, "b's update of " + what)
+
+
 def largest(values, k):
     """The indices of the k elements of values (1-D) largest in magnitude, as a set."""
     return set(np.argsort(-np.abs(values), kind="stable")[:k].tolist())

@@ -448,6 +448,26 @@ def elastic_state_with_a_session():
         assert len(graph.get_operations()) == ops
 
 
+def run_eight_steps(state, fail, fail_at, run_step):
+    """Steps state.step..7 under hvd.elastic.run, committing after every fourth; before step
+    fail_at, once, fail() (a collective that fails on every rank). Whether it failed."""
+    failed = []
+
+    @hvd.elastic.run
+    def loop(state):
+        while state.step < 8:
+            if state.step == fail_at and not failed:
+                failed.append(1)
+                fail()
+            run_step(state.step)
+            state.step += 1
+            if state.step % 4 == 0:
+                state.commit()
+
+    loop(state)
+    return bool(failed)
+
+
 @check
 def elastic_run_with_a_session():
     """zen.tensorflow.elastic.run around session.run: a failed allreduce in the graph (a
@@ -466,20 +486,8 @@ def elastic_run_with_a_session():
             gathered = hvd.allgather(tf.reshape(w, [1, 3]), name="graph.el.w")
             session.run(tf.compat.v1.global_variables_initializer())
             state = hvd.elastic.TensorFlowState([w], session=session, step=0)
-            failed = []
-
-            @hvd.elastic.run
-            def loop(state):
-                while state.step < 8:
-                    if state.step == fail_at and not failed:
-                        failed.append(1)
-                        session.run(fail)
-                    session.run(update, {x: pass_grad(rank, state.step, np.float64)})
-                    state.step += 1
-                    if state.step % 4 == 0:
-                        state.commit()
-
-            loop(state)
+            failed = run_eight_steps(state, lambda: session.run(fail), fail_at, lambda step:
+                                     session.run(update, {x: pass_grad(rank, step, np.float64)}))
             return session.run(gathered), failed
 
     plain, failed = train(-1)
@@ -516,21 +524,12 @@ def elastic_run_restores_topk_residuals():
             session.run([tf.compat.v1.global_variables_initializer(),
                          tf.compat.v1.local_variables_initializer()])
             state = hvd.elastic.TensorFlowState([w, b], session=session, step=0)
-            failed = []
 
-            @hvd.elastic.run
-            def loop(state):
-                while state.step < 8:
-                    if state.step == fail_at and not failed:
-                        failed.append(1)
-                        session.run(fail)
-                    gw, gh = step_grads(rank, state.step)
-                    session.run(train_op, {g: gw, h: gh})
-                    state.step += 1
-                    if state.step % 4 == 0:
-                        state.commit()
+            def run_step(step):
+                gw, gh = step_grads(rank, step)
+                session.run(train_op, {g: gw, h: gh})
 
-            loop(state)
+            failed = run_eight_steps(state, lambda: session.run(fail), fail_at, run_step)
             return session.run(gathered), failed
 
     plain, failed = train(-1)
