@@ -48,6 +48,7 @@ class EliasFanoWriter {
     high_[at / 8] |= static_cast<uint8_t>(1u << (at % 8));
   }
   void finish() {
+    if (buffered_ == 0) return;  // nothing left (an empty code's arrays may be null)
     std::memcpy(low_, &buffer_, static_cast<size_t>(buffered_ + 7) / 8);
     buffered_ = 0;
   }

@@ -223,7 +223,7 @@ ByteVector eliasFanoPart(const RowFormat& f,
       startEliasFanoPart(f, universe, static_cast<int64_t>(positions.size()), &p);
   for (const uint64_t pos : positions) slots.positions.push(pos);
   slots.positions.finish();
-  std::memcpy(slots.values, values, positions.size() * f.rowBytes());
+  if (!positions.empty()) std::memcpy(slots.values, values, positions.size() * f.rowBytes());
   return p;
 }
 
