@@ -368,8 +368,6 @@ Result<BitmapPartView> decodeBitmapPart(const uint8_t* data,
 
 namespace {
 
-constexpr uint64_t kMaxEliasFanoUniverse = uint64_t{1} << 32;
-
 // Offsets of the part's arrays: low bits, bitvector, rows.
 struct EliasFanoLayout {
   size_t low;
@@ -412,7 +410,8 @@ Result<EliasFanoPartView> decodeEliasFanoPart(const uint8_t* data,
   ZEN_RETURN_IF_ERROR(checkFormat(h, format));
   ZEN_CHECK_ARG(size >= kWireHeaderBytes + 8, "Elias-Fano payload truncated: {} bytes", size);
   const uint64_t universe = load<uint64_t>(data + kWireHeaderBytes);
-  ZEN_CHECK_ARG(universe == expectedUniverse && universe <= kMaxEliasFanoUniverse,
+  // Universes past 2^32 (positions are 32-bit) are decodeEliasFano's to refuse.
+  ZEN_CHECK_ARG(universe == expectedUniverse,
                 "Elias-Fano payload has a universe of {} positions, the part has {}", universe,
                 expectedUniverse);
   ZEN_RETURN_IF_ERROR(checkCount(h, universe, size, kWireHeaderBytes + 8, format.rowBytes()));

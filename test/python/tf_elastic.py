@@ -18,6 +18,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+import elastic_steps  # noqa: E402
 from rank_report import Checks, add_checkout_package, run_checks  # noqa: E402
 
 add_checkout_package()
@@ -57,20 +58,8 @@ def fail_everywhere(name):
 def run_failing_once(state, fail_at, name, step_fn):
     """step_fn(state) for each step up to STEPS under zen.tensorflow.elastic.run, committing
     every 2 steps; at step fail_at (once) every rank's allreduce fails."""
-    failed = []
-
-    @zt.elastic.run
-    def loop(state):
-        while state.step < STEPS:
-            if state.step == fail_at and not failed:
-                failed.append(1)
-                fail_everywhere(name)
-            step_fn(state)
-            state.step += 1
-            if state.step % 2 == 0:
-                state.commit()
-
-    loop(state)
+    elastic_steps.run_failing_once(zt.elastic.run, state, STEPS, 2, fail_at,
+                                   lambda: fail_everywhere(name), step_fn)
 
 
 @check

@@ -25,6 +25,7 @@ import tensorflow as tf  # noqa: E402
 from adasum_reference import adasum_tree, assert_close  # noqa: E402
 from dgc_reference import (BIAS, MIN_SIZE, SHAPE, clip_factor, dgc_reference,  # noqa: E402
                            step_grads)
+import elastic_steps  # noqa: E402
 from rank_report import Checks, add_checkout_package, expect_raises, run_checks  # noqa: E402
 
 add_checkout_package()
@@ -449,23 +450,11 @@ def elastic_state_with_a_session():
 
 
 def run_eight_steps(state, fail, fail_at, run_step):
-    """Steps state.step..7 under hvd.elastic.run, committing after every fourth; before step
-    fail_at, once, fail() (a collective that fails on every rank). Whether it failed."""
-    failed = []
-
-    @hvd.elastic.run
-    def loop(state):
-        while state.step < 8:
-            if state.step == fail_at and not failed:
-                failed.append(1)
-                fail()
-            run_step(state.step)
-            state.step += 1
-            if state.step % 4 == 0:
-                state.commit()
-
-    loop(state)
-    return bool(failed)
+    """Steps state.step..7, committing after every fourth, failing once before fail_at
+    (elastic_steps.run_failing_once). Whether it failed (then steps were redone)."""
+    steps_run = elastic_steps.run_failing_once(hvd.elastic.run, state, 8, 4, fail_at, fail,
+                                               lambda state: run_step(state.step))
+    return len(steps_run) > 8
 
 
 @check

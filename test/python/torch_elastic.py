@@ -14,6 +14,7 @@ import time
 
 import torch
 
+import elastic_steps
 from rank_report import Checks, add_checkout_package, run_checks
 
 add_checkout_package()
@@ -205,23 +206,10 @@ def run_failing_once(state, fail_at, name, step_fn):
     """step_fn(state) for each step up to STEPS under hvd.elastic.run, committing every 3
     steps; at step fail_at (once) rank 1 posts an allreduce of the wrong shape: every rank
     gets HorovodInternalError. Returns the steps run, in order."""
-    injected, steps_run = [], []
-
-    @hvd.elastic.run
-    def train(state):
-        while state.step < STEPS:
-            if state.step == fail_at and not injected:
-                injected.append(state.step)
-                shape = [3] if hvd.rank() == 1 else [2]
-                hvd.allreduce(torch.zeros(shape), name="%s.mismatch" % name)
-            step_fn(state)
-            steps_run.append(state.step)
-            state.step += 1
-            if state.step % 3 == 0:
-                state.commit()
-
-    train(state)
-    return steps_run
+    shape = [3] if hvd.rank() == 1 else [2]
+    return elastic_steps.run_failing_once(
+        hvd.elastic.run, state, STEPS, 3, fail_at,
+        lambda: hvd.allreduce(torch.zeros(shape), name="%s.mismatch" % name), step_fn)
 
 
 def elastic_training(kind, fail_at, name):

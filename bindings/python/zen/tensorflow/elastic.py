@@ -147,6 +147,7 @@ class TensorFlowState(ObjectState):
             self.variables = list(variables)
             self.session = None
             self._store = _EagerVariables(self.variables)
+            self._topk = _EagerVariables([])  # no graph: TensorFlowKerasState keeps top-k
             bcast_object = _broadcast_state_object
         else:
             self.session = session or tf.compat.v1.get_default_session()
@@ -162,26 +163,23 @@ class TensorFlowState(ObjectState):
             bcast_object = broadcast_object_fn(root_rank=0, session=self.session,
                                                name="elastic.state")
         self._saved = self._store.values()
-        self._saved_topk = self._topk.values() if self.session is not None else None
+        self._saved_topk = self._topk.values()
         super().__init__(bcast_object=bcast_object, get_rank=rank, **kwargs)
 
     def save(self):
         self._saved = self._store.values()
-        if self.session is not None:
-            self._saved_topk = self._topk.values()
+        self._saved_topk = self._topk.values()
         super().save()
 
     def restore(self):
         self._store.load(self._saved)
-        if self.session is not None:
-            self._topk.load(self._saved_topk)
+        self._topk.load(self._saved_topk)
         super().restore()
 
     def sync(self):
         self._store.broadcast()
         self._saved = self._store.values()
-        if self.session is not None:
-            self._saved_topk = self._topk.values()
+        self._saved_topk = self._topk.values()
         super().sync()
 
 
